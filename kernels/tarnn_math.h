@@ -1,0 +1,202 @@
+// The arithmetic both backends share (SPEC sections 1-3): the feature map phi, the per-cell state
+// update and read-out, LayerNorm, the discretized logistic mixture and Philox4x32-10. Everything
+// here is __host__ __device__ under nvcc, so the CPU backend and its tests run the very functions
+// the CUDA kernels call.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define TARNN_HD __host__ __device__ __forceinline__
+#else
+#define TARNN_HD inline
+#endif
+
+namespace tarnn {
+
+constexpr float kAttentionEps = 1e-6f; // fast-transformers' LinearAttention eps
+constexpr float kLayerNormEps = 1e-5f; // torch.nn.LayerNorm's default
+constexpr float kMinLogScale = -7.0f;  // PixelCNN++ clamp on log scales
+
+// ---- feature map and activations ----------------------------------------------------------------
+
+// phi(u) = elu(u) + 1 (the paper's equation 7): positive, so the normaliser never vanishes.
+TARNN_HD float phi(float u) { return u > 0.0f ? u + 1.0f : expf(u); }
+
+TARNN_HD float relu(float u) { return u > 0.0f ? u : 0.0f; }
+
+// torch's exact gelu: 0.5 u (1 + erf(u / sqrt 2)).
+TARNN_HD float gelu(float u) { return 0.5f * u * (1.0f + erff(u * 0.70710678118654752f)); }
+
+// ---- linear attention in RNN mode (equations 16-20) ---------------------------------------------
+
+// One cell (i, j) of one head's state at one position: S_ij += phi(k)_i v_j, then the read-out's
+// numerator num_j accumulates phi(q)_i S_ij. Visiting i in ascending order for every j, both
+// backends add the same terms in the same order.
+TARNN_HD void state_cell(float &S_ij, float phik_i, float v_j, float phiq_i, float &num_j) {
+  S_ij = S_ij + phik_i * v_j;
+  num_j = num_j + phiq_i * S_ij;
+}
+
+// z_i += phi(k)_i, and the denominator accumulates phi(q)_i z_i.
+TARNN_HD void normaliser_cell(float &z_i, float phik_i, float phiq_i, float &den) {
+  z_i = z_i + phik_i;
+  den = den + phiq_i * z_i;
+}
+
+TARNN_HD float attention_out(float num_j, float den) { return num_j / (den + kAttentionEps); }
+
+// One head of one image at one position, the state updated before it is read (t attends to t).
+// S is d x d row-major (row i: key feature, column j: value), z is d.
+TARNN_HD void linear_attention_step(const float *__restrict__ q, const float *__restrict__ k,
+                                    const float *__restrict__ v, float *__restrict__ S,
+                                    float *__restrict__ z, float *__restrict__ out, int d) {
+  float den = 0.0f;
+  for (int j = 0; j < d; ++j)
+    out[j] = 0.0f; // used as the numerators until the last loop
+  for (int i = 0; i < d; ++i) {
+    const float fk = phi(k[i]), fq = phi(q[i]);
+    normaliser_cell(z[i], fk, fq, den);
+    float *row = S + i * d;
+    for (int j = 0; j < d; ++j)
+      state_cell(row[j], fk, v[j], fq, out[j]);
+  }
+  for (int j = 0; j < d; ++j)
+    out[j] = attention_out(out[j], den);
+}
+
+// ---- LayerNorm (biased variance, as torch) ------------------------------------------------------
+
+// y = (x - mean) / sqrt(var + eps) * w + b, two passes in float. x and y may alias.
+TARNN_HD void layernorm_row(const float *x, const float *w, const float *b, float *y, int n) {
+  float mean = 0.0f;
+  for (int i = 0; i < n; ++i)
+    mean += x[i];
+  mean /= static_cast<float>(n);
+  float var = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float c = x[i] - mean;
+    var += c * c;
+  }
+  var /= static_cast<float>(n);
+  const float rstd = 1.0f / sqrtf(var + kLayerNormEps);
+  for (int i = 0; i < n; ++i)
+    y[i] = (x[i] - mean) * rstd * w[i] + b[i];
+}
+
+// ---- discretized mixture of logistics (SPEC section 2) ------------------------------------------
+
+TARNN_HD float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+TARNN_HD float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// log P(byte b | component) for one logistic with mean `mean` and raw log scale `log_scale`.
+TARNN_HD float logistic_log_prob(int b, float mean, float log_scale) {
+  const float log_s = fmaxf(log_scale, kMinLogScale);
+  const float y = static_cast<float>(b) / 255.0f * 2.0f - 1.0f;
+  const float c = y - mean;
+  const float inv = expf(-log_s);
+  const float plus = inv * (c + 1.0f / 255.0f);
+  const float minus = inv * (c - 1.0f / 255.0f);
+  if (b == 0)
+    return plus - softplus(plus);
+  if (b == 255)
+    return -softplus(minus);
+  // sigmoid(plus) - sigmoid(minus), evaluated as sigmoid(plus) sigmoid(-minus) (1 - e^(minus-plus)):
+  // the same number without the cancellation that costs float 1e-4 of log P on narrow bins.
+  const float delta = sigmoid(plus) * sigmoid(-minus) * -expm1f(minus - plus);
+  if (delta > 1e-5f)
+    return logf(fmaxf(delta, 1e-12f));
+  const float mid = inv * c;
+  return mid - log_s - 2.0f * softplus(mid) - 4.8481163f; // log(127.5)
+}
+
+// log p(b) = logsumexp_k(log_softmax(logits)_k + log P_k); o = [logits | means | log_scales].
+TARNN_HD float mixture_log_prob(const float *o, int K, int b) {
+  float mx = o[0];
+  for (int k = 1; k < K; ++k)
+    mx = fmaxf(mx, o[k]);
+  float zsum = 0.0f;
+  for (int k = 0; k < K; ++k)
+    zsum += expf(o[k] - mx);
+  const float log_z = mx + logf(zsum);
+  float terms_max = -INFINITY, terms[64];
+  for (int k = 0; k < K; ++k) {
+    terms[k] = o[k] - log_z + logistic_log_prob(b, o[K + k], o[2 * K + k]);
+    terms_max = fmaxf(terms_max, terms[k]);
+  }
+  float acc = 0.0f;
+  for (int k = 0; k < K; ++k)
+    acc += expf(terms[k] - terms_max);
+  return terms_max + logf(acc);
+}
+
+// ---- Philox4x32-10 (Salmon et al., Random123; the generator cuRAND uses) ------------------------
+
+struct Philox4 {
+  uint32_t v[4];
+};
+
+TARNN_HD uint32_t mulhilo32(uint32_t a, uint32_t b, uint32_t *hi) {
+  const uint64_t p = static_cast<uint64_t>(a) * b;
+  *hi = static_cast<uint32_t>(p >> 32);
+  return static_cast<uint32_t>(p);
+}
+
+TARNN_HD Philox4 philox4x32_10(Philox4 ctr, uint32_t key0, uint32_t key1) {
+  for (int round = 0; round < 10; ++round) {
+    uint32_t hi0, hi1;
+    const uint32_t lo0 = mulhilo32(0xD2511F53u, ctr.v[0], &hi0);
+    const uint32_t lo1 = mulhilo32(0xCD9E8D57u, ctr.v[2], &hi1);
+    ctr = Philox4{{hi1 ^ ctr.v[1] ^ key0, lo1, hi0 ^ ctr.v[3] ^ key1, lo0}};
+    key0 += 0x9E3779B9u;
+    key1 += 0xBB67AE85u;
+  }
+  return ctr;
+}
+
+// SPEC section 3: the random words of image `image` at position `t`, draw `draw`, under `seed`.
+// Key = seed, counter = (t, draw, image low, image high): a pure function of the four.
+TARNN_HD Philox4 random_words(uint64_t seed, uint64_t image, uint32_t t, uint32_t draw) {
+  const Philox4 ctr{{t, draw, static_cast<uint32_t>(image), static_cast<uint32_t>(image >> 32)}};
+  return philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+
+// A uniform in (0, 1) from the top 23 bits, (n + 1/2) / 2^23: exact in float, never 0 or 1.
+TARNN_HD float uniform01(uint32_t w) {
+  return (static_cast<float>(w >> 9) + 0.5f) * (1.0f / 8388608.0f);
+}
+
+// Draw one byte from the mixture o = [logits | means | log_scales] with two uniforms:
+// a component k ~ softmax(logits), then x = mean_k + s_k (log u - log(1 - u)), u in (1e-5, 1-1e-5).
+TARNN_HD int sample_mixture(const float *o, int K, float u_component, float u_logistic) {
+  float mx = o[0];
+  for (int k = 1; k < K; ++k)
+    mx = fmaxf(mx, o[k]);
+  float total = 0.0f;
+  for (int k = 0; k < K; ++k)
+    total += expf(o[k] - mx);
+  const float target = u_component * total;
+  int pick = K - 1; // rounding can leave target above the last partial sum
+  float cum = 0.0f;
+  for (int k = 0; k < K; ++k) {
+    cum += expf(o[k] - mx);
+    if (target < cum) {
+      pick = k;
+      break;
+    }
+  }
+  const float u = 1e-5f + (1.0f - 2e-5f) * u_logistic;
+  const float s = expf(fmaxf(o[2 * K + pick], kMinLogScale));
+  const float x = o[K + pick] + s * (logf(u) - logf(1.0f - u));
+  const float byte = floorf((x + 1.0f) * 0.5f * 255.0f + 0.5f);
+  return byte >= 0.0f ? (byte <= 255.0f ? static_cast<int>(byte) : 255) : 0; // NaN -> 0
+}
+
+// The byte for image `image` at position `t` (the byte that becomes p_{t+1}).
+TARNN_HD int sample_byte(const float *o, int K, uint64_t seed, uint64_t image, uint32_t t) {
+  const Philox4 r = random_words(seed, image, t, 0);
+  return sample_mixture(o, K, uniform01(r.v[0]), uniform01(r.v[1]));
+}
+
+} // namespace tarnn

@@ -1,0 +1,40 @@
+// The model's shape, read from config.json (SPEC section 4). Every size the engine uses derives
+// from here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tarnn {
+
+enum class Activation { Relu, Gelu };
+
+struct Config {
+  int format_version = 1;
+  int height = 28, width = 28, channels = 1;
+  int n_layers = 8, n_heads = 8, d_head = 32, d_model = 256, d_ff = 1024;
+  Activation activation = Activation::Relu;
+  int mixtures = 10;
+  std::string attention = "linear";
+
+  int bytes_per_image() const { return height * width * channels; } // T
+  int positions() const { return bytes_per_image() - 1; }           // L
+  int half() const { return d_model / 2; }                          // embedding and P width
+  int d_attn() const { return n_heads * d_head; }                   // width of q, k, v
+  int d_out() const { return 3 * mixtures; }                        // logits | means | scales
+  // S (d_head^2) and z (d_head) per layer and head: constant in the position (fp32).
+  int64_t state_floats_per_image() const {
+    return int64_t(n_layers) * n_heads * (int64_t(d_head) * d_head + d_head);
+  }
+  int64_t parameter_count() const; // the stored positional table included, as the paper counts
+
+  static Config mnist();                                 // the paper's MNIST model
+  static Config cifar10();                               // the paper's CIFAR-10 model
+  static Config from_json_file(const std::string &path); // throws Error naming path and field
+  std::string to_json() const;
+  void validate(const std::string &where) const;
+};
+
+const char *activation_name(Activation a);
+
+} // namespace tarnn

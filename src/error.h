@@ -1,0 +1,13 @@
+// One exception type for every user-facing failure: its message is the one line the CLI prints.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace tarnn {
+
+struct Error : std::runtime_error {
+  explicit Error(const std::string &what) : std::runtime_error(what) {}
+};
+
+} // namespace tarnn

@@ -1,0 +1,41 @@
+// Helpers the test files share: paths, temporary folders, reading files.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace tarnn_test {
+
+inline std::string source_dir() { return TARNN_SOURCE_DIR; }
+inline std::string small_golden() { return source_dir() + "/tests/golden/small"; }
+
+// The full MNIST-size golden folder, made at test time by the ctest fixture.
+inline std::string mnist_golden() {
+  const char *dir = std::getenv("TARNN_GOLDEN_MNIST");
+  return dir ? dir : "";
+}
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/tarnn-test-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string operator/(const std::string &name) const { return (path / name).string(); }
+};
+
+inline std::vector<char> read_file(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+inline void write_file(const std::string &path, const std::vector<char> &data) {
+  std::ofstream(path, std::ios::binary).write(data.data(), std::streamsize(data.size()));
+}
+
+} // namespace tarnn_test

@@ -1,0 +1,259 @@
+"""The SPEC model in plain PyTorch: the paper's autoregressive image transformer.
+
+This is the one Python definition of the model. train.py trains it, export.py writes it,
+make_golden.py uses it as the parallel (equation 9) reference the C++ engine is tested against.
+Tensor names are those of the paper's code (fast-transformers), so its checkpoints load as is.
+"""
+
+import json
+import math
+import os
+import struct
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+FORMAT_VERSION = 1
+
+MNIST_CONFIG = dict(height=28, width=28, channels=1, n_layers=8, n_heads=8, d_head=32,
+                    d_model=256, d_ff=1024, activation="relu", mixtures=10, attention="linear")
+
+CONFIG_KEYS = ("height", "width", "channels", "n_layers", "n_heads", "d_head", "d_model", "d_ff",
+               "activation", "mixtures", "attention")
+
+
+def seq_len(cfg):
+    """L: positions the network sees (the first byte is given, not modelled)."""
+    return cfg["height"] * cfg["width"] * cfg["channels"] - 1
+
+
+def sinusoid_table(n_pos, width):
+    """SPEC section 1: P[t, 2i] = sin(t * exp(-2i ln(10000) / width)), P[t, 2i+1] = cos(...)."""
+    t = torch.arange(n_pos, dtype=torch.float64)[:, None]
+    div = torch.exp(torch.arange(0, width, 2, dtype=torch.float64) * (-math.log(10000.0) / width))
+    pe = torch.zeros(n_pos, width, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(t * div)
+    pe[:, 1::2] = torch.cos(t * div)
+    return pe
+
+
+def phi(u):
+    """The paper's feature map, elu(u) + 1 (equation 7)."""
+    return F.elu(u) + 1
+
+
+class PositionalEncoding(nn.Module):
+    def __init__(self, n_pos, width):
+        super().__init__()
+        self.register_buffer("pe", sinusoid_table(n_pos, width).float()[None])  # [1, L, width]
+
+
+class Attention(nn.Module):
+    """Causal multi-head attention; linear (equations 8-9) or softmax, same weights."""
+
+    def __init__(self, d_model, n_heads, d_head, kind):
+        super().__init__()
+        self.n_heads, self.d_head, self.kind = n_heads, d_head, kind
+        self.query_projection = nn.Linear(d_model, n_heads * d_head)
+        self.key_projection = nn.Linear(d_model, n_heads * d_head)
+        self.value_projection = nn.Linear(d_model, n_heads * d_head)
+        self.out_projection = nn.Linear(n_heads * d_head, d_model)
+
+    def forward(self, x):
+        n, l, _ = x.shape
+        split = lambda u: u.view(n, l, self.n_heads, self.d_head).transpose(1, 2)  # [n, h, l, d]
+        q = split(self.query_projection(x))
+        k = split(self.key_projection(x))
+        v = split(self.value_projection(x))
+        if self.kind == "linear":
+            # a_t = phi(q_t)^T sum_{j<=t} phi(k_j) v_j^T / (phi(q_t)^T sum_{j<=t} phi(k_j) + eps),
+            # written as a masked product (the causal form of equation 9): O(L^2) memory but one
+            # batched matmul, the fastest form on a CPU for L = 783.
+            fq, fk = phi(q), phi(k)
+            a = (fq @ fk.transpose(-1, -2)).tril()
+            z = (fq * fk.cumsum(-2)).sum(-1, keepdim=True)  # phi(q_t)^T sum_{j<=t} phi(k_j)
+            out = (a @ v) / (z + 1e-6)
+        elif self.kind == "softmax":
+            s = (q @ k.transpose(-1, -2)) / math.sqrt(self.d_head)
+            causal = torch.ones(l, l, dtype=torch.bool, device=x.device).tril()
+            out = torch.softmax(s.masked_fill(~causal, float("-inf")), -1) @ v
+        else:
+            raise ValueError(f"unknown attention {self.kind!r}")
+        return self.out_projection(out.transpose(1, 2).reshape(n, l, -1))
+
+
+class EncoderLayer(nn.Module):
+    """Post-norm layer of fast-transformers' TransformerEncoderLayer (dropout omitted)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg["d_model"]
+        self.attention = Attention(d, cfg["n_heads"], cfg["d_head"], cfg["attention"])
+        self.linear1 = nn.Linear(d, cfg["d_ff"])
+        self.linear2 = nn.Linear(cfg["d_ff"], d)
+        self.norm1 = nn.LayerNorm(d)
+        self.norm2 = nn.LayerNorm(d)
+        self.act = {"relu": F.relu, "gelu": F.gelu}[cfg["activation"]]
+
+    def forward(self, x):
+        x = self.norm1(x + self.attention(x))
+        return self.norm2(x + self.linear2(self.act(self.linear1(x))))
+
+
+class Encoder(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg["n_layers"]))
+        self.norm = nn.LayerNorm(cfg["d_model"])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.norm(x)
+
+
+class ImageTransformer(nn.Module):
+    """Bytes p_0..p_{L-1} in, mixture parameters for p_1..p_L out: [n, L, 3K]."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        for key in CONFIG_KEYS:
+            if key not in cfg:
+                raise ValueError(f"config lacks {key!r}")
+        if cfg["d_model"] % 4:
+            raise ValueError("d_model must be a multiple of 4 (two halves of sin/cos pairs)")
+        self.cfg = dict(cfg)
+        half = cfg["d_model"] // 2
+        self.value_embedding = nn.Embedding(256, half)
+        self.pos_embedding = PositionalEncoding(seq_len(cfg), half)
+        self.transformer = Encoder(cfg)
+        self.predictor = nn.Linear(cfg["d_model"], 3 * cfg["mixtures"])
+
+    def forward(self, inputs):
+        n, l = inputs.shape
+        pos = self.pos_embedding.pe[:, :l].expand(n, l, -1).to(self.value_embedding.weight.dtype)
+        x = torch.cat([self.value_embedding(inputs), pos], dim=-1)
+        return self.predictor(self.transformer(x))
+
+
+def log_prob_bytes(o, target, k):
+    """SPEC section 2: log p(target byte) under the discretized logistic mixture o = [..., 3K]."""
+    o = o.float()
+    logits, means, log_s = o[..., :k], o[..., k:2 * k], o[..., 2 * k:3 * k].clamp(min=-7.0)
+    y = (target.to(o.dtype) / 255.0 * 2.0 - 1.0)[..., None]
+    c = y - means
+    inv = torch.exp(-log_s)
+    plus = inv * (c + 1.0 / 255.0)
+    minus = inv * (c - 1.0 / 255.0)
+    # sigmoid(plus) - sigmoid(minus) without cancellation (the engine evaluates it the same way)
+    cdf_delta = torch.sigmoid(plus) * torch.sigmoid(-minus) * -torch.expm1(minus - plus)
+    mid = inv * c
+    log_mid = mid - log_s - 2.0 * F.softplus(mid) - math.log(127.5)
+    log_inner = torch.where(cdf_delta > 1e-5, torch.log(cdf_delta.clamp(min=1e-12)), log_mid)
+    t = target[..., None].expand_as(c)
+    log_p = torch.where(t == 0, plus - F.softplus(plus),
+                        torch.where(t == 255, -F.softplus(minus), log_inner))
+    return torch.logsumexp(torch.log_softmax(logits, -1) + log_p, -1)
+
+
+def bits_per_dim(model, images):
+    """Teacher-forced bits/dim of byte images [n, T]: one value per image."""
+    o = model(images[:, :-1].long())
+    lp = log_prob_bytes(o, images[:, 1:].long(), model.cfg["mixtures"])
+    return -lp.sum(-1) / (lp.shape[-1] * math.log(2.0))
+
+
+# ---- model folders: config.json + model.safetensors (SPEC section 4) -------------------------
+
+def state_dict_for_export(model):
+    """Tensors under the SPEC names: pos_embedding.pe is stored [L, d_model/2]."""
+    out = {}
+    for name, t in model.state_dict().items():
+        out[name] = t[0] if name == "pos_embedding.pe" else t
+    return out
+
+
+def _encode(t, dtype):
+    a = t.detach().cpu().float().contiguous().numpy()
+    if dtype == "F32":
+        return a.astype("<f4").tobytes()
+    if dtype == "F16":
+        return a.astype("<f2").tobytes()
+    if dtype == "BF16":  # round to nearest even, as torch does
+        u = a.astype("<f4").view(np.uint32).astype(np.uint64)
+        u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        return u.astype("<u2").tobytes()
+    raise ValueError(f"unknown dtype {dtype}")
+
+
+def write_safetensors(path, tensors, metadata=None, dtype="F32"):
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        blob = _encode(tensors[name], dtype)
+        header[name] = {"dtype": dtype, "shape": list(tensors[name].shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    if metadata:
+        header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)  # align the data to 8 bytes, as the format recommends
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(head)))
+        f.write(head)
+        for blob in blobs:
+            f.write(blob)
+    os.replace(tmp, path)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    header.pop("__metadata__", None)
+    base = 8 + n
+    dtypes = {"F32": np.float32, "F16": np.float16}
+    out = {}
+    for name, info in header.items():
+        b, e = info["data_offsets"]
+        if info["dtype"] == "BF16":
+            u = np.frombuffer(raw[base + b:base + e], dtype="<u2").astype(np.uint32) << 16
+            a = u.view(np.float32)
+        else:
+            a = np.frombuffer(raw[base + b:base + e], dtype=dtypes[info["dtype"]]).astype(np.float32)
+        out[name] = torch.from_numpy(a.reshape(info["shape"]).copy())
+    return out
+
+
+def config_for_file(cfg):
+    out = {"format_version": FORMAT_VERSION, "model_type": "tarnn-image-transformer"}
+    out.update({k: cfg[k] for k in CONFIG_KEYS})
+    return out
+
+
+def save_model_dir(model, folder, metadata=None, dtype="F32"):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config_for_file(model.cfg), f, indent=2)
+        f.write("\n")
+    write_safetensors(os.path.join(folder, "model.safetensors"), state_dict_for_export(model),
+                      metadata, dtype)
+
+
+def load_model_dir(folder):
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = json.load(f)
+    model = ImageTransformer(cfg)
+    tensors = read_safetensors(os.path.join(folder, "model.safetensors"))
+    tensors["pos_embedding.pe"] = tensors["pos_embedding.pe"][None]
+    model.load_state_dict(tensors, strict=True)
+    return model
+
+
+def param_count(cfg):
+    """Parameters as the paper counts them: the stored positional table included."""
+    return sum(t.numel() for t in state_dict_for_export(ImageTransformer(cfg)).values())

@@ -1,0 +1,172 @@
+#!/usr/bin/python3
+"""Train the SPEC image transformer on IDX files with the discretized-logistic loss.
+
+    tools/train.py --train data/mnist/train-images-idx3-ubyte \
+                   --heldout data/mnist/heldout-images-idx3-ubyte --ckpt checkpoints/mnist.pt
+
+Resumes from --ckpt when it exists, logs train and held-out bits/dim, checkpoints every
+--ckpt-minutes and on SIGINT/SIGTERM, then exits cleanly. On a CPU it runs under bf16 autocast
+(about 3.5x faster than fp32 here); on a GPU when there is one. The checkpoint is
+{"model_state": state_dict, "config": ..., ...}, the layout export.py reads.
+
+    tools/train.py --eval-only --ckpt checkpoints/mnist.pt --heldout FILE   (fp32, every image)
+"""
+
+import argparse
+import contextlib
+import math
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tarnn_model as tm  # noqa: E402
+from mnist_data import IdxError, read_idx  # noqa: E402
+
+
+def load_images(path, cfg):
+    try:
+        a = read_idx(path)
+    except IdxError as e:
+        sys.exit(f"train: {e}")
+    t = cfg["height"] * cfg["width"] * cfg["channels"]
+    if a.ndim < 2 or int(np.prod(a.shape[1:])) != t:
+        sys.exit(f"train: {path}: images of shape {a.shape[1:]}, the model wants "
+                 f"{cfg['height']}x{cfg['width']}x{cfg['channels']}")
+    return torch.from_numpy(a.reshape(a.shape[0], t).astype(np.int64))
+
+
+def autocast(device, enabled):
+    if not enabled:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+@torch.no_grad()
+def evaluate(model, images, device, batch, use_bf16):
+    model.eval()
+    total = []
+    for i in range(0, len(images), batch):
+        with autocast(device, use_bf16):
+            total.append(tm.bits_per_dim(model, images[i:i + batch].to(device)).float().cpu())
+    model.train()
+    return torch.cat(total).mean().item()
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--train", help="training images (IDX)")
+    ap.add_argument("--heldout", help="held-out images (IDX)")
+    ap.add_argument("--ckpt", required=True, help="checkpoint file (resumed when it exists)")
+    for key, val in tm.MNIST_CONFIG.items():
+        ap.add_argument("--" + key.replace("_", "-"), type=type(val), default=val,
+                        help=f"model {key} (default {val}; ignored when resuming)")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--warmup", type=int, default=300, help="linear warm-up steps")
+    ap.add_argument("--clip", type=float, default=1.0, help="gradient norm clip")
+    ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: never)")
+    ap.add_argument("--ckpt-minutes", type=float, default=5.0)
+    ap.add_argument("--eval-every", type=int, default=200, help="steps between held-out evals")
+    ap.add_argument("--eval-images", type=int, default=200, help="held-out images per eval")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
+    ap.add_argument("--fp32", action="store_true", help="no bf16 autocast")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--eval-only", action="store_true",
+                    help="print fp32 held-out bits/dim of the checkpoint over every image and exit")
+    return ap.parse_args()
+
+
+def main():
+    args = parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(args.seed)
+
+    state = torch.load(args.ckpt, map_location="cpu") if os.path.exists(args.ckpt) else None
+    cfg = state["config"] if state else {k: getattr(args, k) for k in tm.MNIST_CONFIG}
+    model = tm.ImageTransformer(cfg).to(device)
+    if state:
+        model.load_state_dict(state["model_state"])
+
+    if args.eval_only:
+        if not state or not args.heldout:
+            sys.exit("train: --eval-only needs an existing --ckpt and --heldout")
+        images = load_images(args.heldout, cfg)
+        print(f"heldout bits/dim {evaluate(model, images, device, args.batch, False):.6f} "
+              f"(fp32, {len(images)} images, step {state['step']})")
+        return
+    if not args.train or not args.heldout:
+        sys.exit("train: --train and --heldout are required")
+
+    train = load_images(args.train, cfg)
+    heldout = load_images(args.heldout, cfg)[:args.eval_images]
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    step, seen, history = 0, 0, []
+    if state:
+        opt.load_state_dict(state["optimizer"])
+        step, seen, history = state["step"], state["images_seen"], state["history"]
+        print(f"resumed {args.ckpt} at step {step}, {seen} images seen", flush=True)
+    for group in opt.param_groups:
+        group["lr"] = args.lr
+
+    stop = {"now": False}
+
+    def on_signal(signum, _frame):
+        print(f"signal {signum}: checkpointing and stopping", flush=True)
+        stop["now"] = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+    def save():
+        tmp = args.ckpt + ".tmp"
+        torch.save({"model_state": model.state_dict(), "optimizer": opt.state_dict(),
+                    "config": cfg, "step": step, "images_seen": seen, "history": history,
+                    "train_file": args.train, "args": vars(args)}, tmp)
+        os.replace(tmp, args.ckpt)
+
+    os.makedirs(os.path.dirname(os.path.abspath(args.ckpt)), exist_ok=True)
+    use_bf16 = not args.fp32
+    gen = torch.Generator().manual_seed(args.seed + step)
+    order, pos = torch.randperm(len(train), generator=gen), 0
+    last_save, t0, window = time.time(), time.time(), []
+    while not stop["now"] and (not args.max_steps or step < args.max_steps):
+        if pos + args.batch > len(order):
+            order, pos = torch.randperm(len(train), generator=gen), 0
+        batch = train[order[pos:pos + args.batch]].to(device)
+        pos += args.batch
+        for group in opt.param_groups:
+            group["lr"] = args.lr * min(1.0, (step + 1) / args.warmup)
+        with autocast(device, use_bf16):
+            loss = tm.bits_per_dim(model, batch).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+        opt.step()
+        step += 1
+        seen += len(batch)
+        window.append(loss.item())
+        if step % 20 == 0:
+            rate = 20 * args.batch / (time.time() - t0)
+            print(f"step {step} images {seen} train bits/dim {np.mean(window):.4f} "
+                  f"({rate:.1f} images/s)", flush=True)
+            t0, window = time.time(), []
+        if step % args.eval_every == 0:
+            bpd = evaluate(model, heldout, device, args.batch, use_bf16)
+            history.append({"step": step, "images_seen": seen, "heldout_bpd": bpd})
+            print(f"step {step} heldout bits/dim {bpd:.4f} ({len(heldout)} images)", flush=True)
+        if time.time() - last_save > args.ckpt_minutes * 60:
+            save()
+            last_save = time.time()
+    save()
+    print(f"saved {args.ckpt} at step {step}, {seen} images seen", flush=True)
+
+
+if __name__ == "__main__":
+    main()
