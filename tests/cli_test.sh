@@ -1,1 +1,126 @@
-echo placeholder
+#!/usr/bin/env bash
+# End-to-end runs of the tarnn binary: outputs, exit codes, one-line errors, no stray files.
+# usage: cli_test.sh TARNN SOURCE_DIR   (TARNN_GOLDEN_MNIST: the MNIST-size golden folder)
+set -u
+TARNN=$1
+SRC=$2
+SMALL=$SRC/tests/golden/small
+MNIST=${TARNN_GOLDEN_MNIST:?run through ctest, whose fixture makes the MNIST-size model}
+PY=/usr/bin/python3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() {
+  echo "FAIL: $*"
+  fail=$((fail + 1))
+}
+
+# expect_error SUBSTRING CMD...: a non-zero exit and exactly one line on stderr holding SUBSTRING
+expect_error() {
+  local want=$1
+  shift
+  "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  if [ $rc -eq 0 ]; then bad "$* exited 0"; return; fi
+  if [ "$(wc -l <"$work/err")" -ne 1 ]; then bad "$*: stderr is not one line: $(cat "$work/err")"; return; fi
+  if ! grep -qF -- "$want" "$work/err"; then bad "$*: stderr lacks '$want': $(cat "$work/err")"; return; fi
+  ok
+}
+
+# expect_ok CMD...: exit 0
+expect_ok() {
+  if "$@" >"$work/out" 2>"$work/err"; then ok; else bad "$* failed: $(cat "$work/err")"; fi
+}
+
+png_size() { # WIDTHxHEIGHT from the IHDR chunk
+  od -An -tu1 -j16 -N8 "$1" | awk '{print $1*16777216+$2*65536+$3*256+$4 "x" $5*16777216+$6*65536+$7*256+$8}'
+}
+
+expect_eq() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi; }
+
+# --- help and flags
+expect_ok "$TARNN" --help
+grep -q sample "$work/out" && ok || bad "--help does not list sample"
+for cmd in sample score info bench; do
+  expect_ok "$TARNN" $cmd --help
+done
+"$TARNN" sample --help >"$work/h"
+for flag in --model -n --seed --batch --threads --output --out-dir --first --device; do
+  grep -qF -- "$flag" "$work/h" && ok || bad "sample --help lacks $flag"
+done
+expect_error "--bogus" "$TARNN" sample --bogus -o "$work/x.png"
+expect_error "subcommand" "$TARNN"
+expect_error "--output is required" "$TARNN" sample --model "$SMALL"
+
+# --- sampling
+expect_ok "$TARNN" sample --model "$SMALL" -n 6 --seed 3 --batch 4 --threads 2 -o "$work/g1.png" --out-dir "$work/d1"
+expect_eq "$(png_size "$work/g1.png")" "20x16" "grid of 6 images of 4x5 (3 columns, 2 pixels apart)"
+expect_eq "$(ls "$work/d1" | wc -l)" "6" "one PNG per image"
+expect_ok "$TARNN" sample --model "$SMALL" -n 6 --seed 3 --batch 1 --threads 1 -o "$work/g2.png"
+cmp -s "$work/g1.png" "$work/g2.png" && ok || bad "same seed, other batch and threads: other images"
+expect_ok "$TARNN" sample --model "$SMALL" -n 6 --seed 4 -o "$work/g3.png"
+cmp -s "$work/g1.png" "$work/g3.png" && bad "another seed gave the same images" || ok
+expect_ok "$TARNN" sample --model "$SMALL" -n 2 --first 4 --seed 3 -o "$work/g4.png" --out-dir "$work/d4"
+cmp -s "$work/d1/00000005.png" "$work/d4/00000005.png" && ok || bad "--first 4: image 5 differs"
+
+# --- bad input: one line, non-zero, and no output file
+expect_error "cannot open" "$TARNN" sample --model "$work/nowhere" -o "$work/none.png"
+expect_error "--batch must be at least 1" "$TARNN" sample --model "$SMALL" --batch 0 -o "$work/none.png"
+expect_error "-n must be in" "$TARNN" sample --model "$SMALL" -n 0 -o "$work/none.png"
+expect_error "MB of state" "$TARNN" sample --model "$MNIST" -n 1 --batch 2000000000 -o "$work/none.png"
+expect_error "--threads must be" "$TARNN" sample --model "$SMALL" --threads 0 -o "$work/none.png"
+expect_error "cannot write" "$TARNN" sample --model "$SMALL" -n 1 -o "$work/no/such/dir/g.png"
+expect_error "not available" "$TARNN" sample --model "$SMALL" --device tpu -o "$work/none.png"
+[ -e "$work/none.png" ] && bad "a failed run left an output file" || ok
+ls "$work"/*.tmp 2>/dev/null && bad "a temporary file was left behind" || ok
+
+# --- scoring
+expect_ok "$TARNN" score --model "$SMALL" --images "$SMALL/inputs-idx-ubyte"
+got=$(awk '{print $2}' "$work/out")
+want=$($PY -c "import json; b=json.load(open('$SMALL/expected.json'))['bits_per_dim']; print(sum(b)/len(b))")
+$PY -c "import sys; sys.exit(abs($got - $want) > 1e-4)" && ok || bad "score $got, PyTorch $want"
+expect_ok "$TARNN" score --model "$SMALL" --images "$SMALL/inputs-idx-ubyte" --limit 2 --json
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['images']==2 and len(j['per_image'])==2 and 'bits_per_dim' in j))" && ok || bad "score --json fields"
+expect_error "the model wants 5x4 with 2 channels" "$TARNN" score --model "$SMALL" --images "$MNIST/inputs-idx-ubyte"
+head -c 100 "$SMALL/inputs-idx-ubyte" >"$work/trunc-idx"
+expect_error "truncated" "$TARNN" score --model "$SMALL" --images "$work/trunc-idx"
+expect_error "cannot open" "$TARNN" score --model "$SMALL" --images "$work/missing"
+# PNG input: a sampled 28x28 image scores; the 28x28 model refuses a grid and an RGB image
+expect_ok "$TARNN" sample --model "$MNIST" -n 1 --seed 1 -o "$work/m.png" --out-dir "$work/dm"
+expect_ok "$TARNN" score --model "$MNIST" --images "$work/dm/00000000.png"
+expect_eq "$(png_size "$work/m.png")" "32x32" "grid of one 28x28 image"
+expect_error "images are 32x32 with 1 channel, the model wants 28x28" "$TARNN" score --model "$MNIST" --images "$work/m.png"
+$PY - "$work/rgb.png" <<'PYEOF'
+import struct, sys, zlib
+w = h = 28
+raw = b"".join(b"\0" + bytes(3 * w) for _ in range(h))
+chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+open(sys.argv[1], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+                              + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+PYEOF
+expect_error "PNG has 3 channels, the model wants 1" "$TARNN" score --model "$MNIST" --images "$work/rgb.png"
+
+# --- info and bench
+expect_ok "$TARNN" info --model "$MNIST"
+grep -q "parameters      6459294" "$work/out" && ok || bad "info: parameter count"
+grep -q "state per image 270336 bytes" "$work/out" && ok || bad "info: state bytes"
+expect_ok "$TARNN" bench --model "$SMALL" --batch 4 --steps 3 --threads 1 --json "$work/b.json"
+grep -q "extrapolated from 3 of 39 positions" "$work/out" && ok || bad "bench does not say it extrapolated"
+$PY -c "
+import json, sys
+j = json.load(open('$work/b.json'))
+need = ['machine', 'attention', 'batch', 'positions', 'steps_measured', 'extrapolated', 'images_per_second', 'ms_per_step', 'gflops_achieved', 'state_bytes_per_image']
+sys.exit(not (all(k in j for k in need) and j['extrapolated'] and j['images_per_second'] > 0))" && ok || bad "bench JSON fields"
+expect_error "--steps must be" "$TARNN" bench --model "$SMALL" --steps -2
+expect_error "--shape" "$TARNN" bench --shape imagenet
+
+# --- the shipped model: the README's sampling command writes a grid of 64 digits
+if [ -d "$SRC/models/mnist" ]; then
+  expect_ok "$TARNN" sample --model "$SRC/models/mnist" -n 64 --seed 1 -o "$work/digits.png"
+  expect_eq "$(png_size "$work/digits.png")" "242x242" "8x8 grid of 28x28 digits"
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
