@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The training pipeline end to end: a tiny model trains a few steps, exports, loads in the engine,
+# and the engine's bits/dim equals PyTorch's to 1e-4. Export and the IDX reader refuse bad input.
+# usage: training_test.sh TARNN SOURCE_DIR
+set -u
+TARNN=$1
+SRC=$2
+PY=/usr/bin/python3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+pass=0
+fail=0
+check() { # check DESCRIPTION CMD...: CMD must succeed
+  local what=$1
+  shift
+  if "$@" >"$work/out" 2>&1; then pass=$((pass + 1)); else
+    echo "FAIL: $what: $(tail -3 "$work/out")"
+    fail=$((fail + 1))
+  fi
+}
+refuses() { # refuses DESCRIPTION SUBSTRING CMD...: CMD must fail saying SUBSTRING
+  local what=$1 want=$2
+  shift 2
+  if "$@" >"$work/out" 2>&1; then
+    echo "FAIL: $what: succeeded"
+    fail=$((fail + 1))
+  elif grep -qF -- "$want" "$work/out"; then pass=$((pass + 1)); else
+    echo "FAIL: $what: no '$want' in: $(tail -2 "$work/out")"
+    fail=$((fail + 1))
+  fi
+}
+
+# tiny 6x6 digits-like data: a bright bar in each image
+SRC_TOOLS=$SRC/tools $PY - "$work" <<'PYEOF'
+import os, sys
+import numpy as np
+sys.path.insert(0, os.environ["SRC_TOOLS"])
+from mnist_data import write_idx
+rng = np.random.default_rng(0)
+imgs = np.zeros((40, 6, 6), np.uint8)
+for i, im in enumerate(imgs):
+    im[rng.integers(0, 6), :] = 255
+    im[:, rng.integers(0, 6)] = rng.integers(100, 256)
+write_idx(os.path.join(sys.argv[1], "train-idx"), imgs[:32])
+write_idx(os.path.join(sys.argv[1], "held-idx"), imgs[32:])
+PYEOF
+tiny=(--height 6 --width 6 --n-layers 2 --n-heads 2 --d-head 4 --d-model 8 --d-ff 16 --mixtures 2)
+check "train 5 steps" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
+  --ckpt "$work/ckpt.pt" "${tiny[@]}" --max-steps 5 --batch 4 --eval-every 1000 --threads 1
+check "resume 3 more steps" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
+  --ckpt "$work/ckpt.pt" --max-steps 8 --batch 4 --eval-every 1000 --threads 1
+grep -q "resumed .* at step 5" "$work/out" && pass=$((pass + 1)) || { echo "FAIL: did not resume at step 5"; fail=$((fail + 1)); }
+check "export" $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/model"
+check "pytorch fp32 eval" $PY "$SRC/tools/train.py" --eval-only --ckpt "$work/ckpt.pt" --heldout "$work/held-idx"
+torch_bpd=$(awk '/heldout bits\/dim/ {print $3}' "$work/out")
+check "engine score" "$TARNN" score --model "$work/model" --images "$work/held-idx"
+engine_bpd=$(awk '/bits\/dim/ {print $2}' "$work/out")
+echo "held-out bits/dim: PyTorch $torch_bpd, engine $engine_bpd"
+check "agree to 1e-4" $PY -c "import sys; sys.exit(not abs($torch_bpd - $engine_bpd) <= 1e-4)"
+
+# the paper's checkpoint layouts: a bare state dict, and {"model_state": ...} without a config
+$PY -c "
+import torch; c = torch.load('$work/ckpt.pt')
+torch.save(c['model_state'], '$work/bare.pt')
+torch.save({'model_state': c['model_state'], 'epoch': 3}, '$work/paper.pt')
+sd = dict(c['model_state']); del sd['transformer.layers.1.norm2.bias']; torch.save(sd, '$work/missing.pt')
+sd = dict(c['model_state']); sd['predictor.weight'] = sd['predictor.weight'][:, :7]; torch.save(sd, '$work/misshapen.pt')
+sd = dict(c['model_state']); sd['transformer.layers.2.linear1.weight'] = sd['predictor.weight']; torch.save(sd, '$work/extra.pt')
+"
+check "export a bare state dict" $PY "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m2" --config mnist "${tiny[@]}"
+check "same tensors as from our checkpoint" env PYTHONPATH="$SRC/tools" $PY -c "
+import sys, torch, tarnn_model as tm
+a, b = (tm.read_safetensors(f'$work/{m}/model.safetensors') for m in ('model', 'm2'))
+sys.exit(not (a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)))"
+check "export the paper's main.py layout" $PY "$SRC/tools/export.py" "$work/paper.pt" --out "$work/m3" --config mnist "${tiny[@]}"
+refuses "no config given" "holds no config" $PY "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m4"
+refuses "missing tensor" "missing tensor transformer.layers.1.norm2.bias" $PY "$SRC/tools/export.py" "$work/missing.pt" --out "$work/m5" --config mnist "${tiny[@]}"
+refuses "misshapen tensor" "tensor predictor.weight has shape [6, 7], the config wants [6, 8]" $PY "$SRC/tools/export.py" "$work/misshapen.pt" --out "$work/m6" --config mnist "${tiny[@]}"
+refuses "extra tensor" "unexpected tensor transformer.layers.2.linear1.weight" $PY "$SRC/tools/export.py" "$work/extra.pt" --out "$work/m7" --config mnist "${tiny[@]}"
+refuses "wrong size for the paper's model" "has shape" $PY "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m8" --config mnist
+[ -e "$work/m5" ] || [ -e "$work/m6" ] && { echo "FAIL: a refused export wrote files"; fail=$((fail + 1)); } || pass=$((pass + 1))
+
+# IDX files: truncated, trailing bytes, not IDX
+head -c 200 "$work/train-idx" >"$work/trunc-idx"
+refuses "train on truncated IDX" "truncated" $PY "$SRC/tools/train.py" --train "$work/trunc-idx" --heldout "$work/held-idx" --ckpt "$work/c2.pt" "${tiny[@]}"
+cat "$work/held-idx" <(printf 'xx') >"$work/long-idx"
+refuses "IDX with trailing bytes" "trailing bytes" $PY "$SRC/tools/train.py" --eval-only --ckpt "$work/ckpt.pt" --heldout "$work/long-idx"
+printf 'PK\003\004garbage' >"$work/not-idx"
+refuses "not IDX" "not an unsigned-byte IDX file" $PY "$SRC/tools/train.py" --eval-only --ckpt "$work/ckpt.pt" --heldout "$work/not-idx"
+refuses "engine: truncated IDX" "truncated" "$TARNN" score --model "$work/model" --images "$work/trunc-idx"
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

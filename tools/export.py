@@ -1,0 +1,97 @@
+#!/usr/bin/python3
+"""Export a PyTorch checkpoint to a tarnn model folder (config.json + model.safetensors).
+
+    tools/export.py checkpoints/mnist.pt --out models/mnist
+    tools/export.py paper_mnist.pth --out models/paper --config mnist     # the paper's files
+
+Accepts
+  - train.py's checkpoints: {"model_state": state_dict, "config": {...}, ...};
+  - the paper's main.py checkpoints: {"model_state": state_dict, ...} (no config: give --config
+    and the size flags);
+  - bare state dicts, as the paper's colab saves them (value_embedding.weight,
+    pos_embedding.pe [1, L, d_model/2], transformer.layers.*, transformer.norm.*, predictor.*).
+Every key and shape is checked against the config; a missing, extra or misshapen tensor is an
+error that names it, and nothing is written.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tarnn_model as tm  # noqa: E402
+
+
+def fail(msg):
+    sys.exit(f"export: {msg}")
+
+
+def load_checkpoint(path):
+    try:
+        ckpt = torch.load(path, map_location="cpu")
+    except Exception as e:  # torch raises many kinds; all mean the same to the user
+        fail(f"{path}: cannot load as a PyTorch checkpoint: {e}")
+    if isinstance(ckpt, dict) and "model_state" in ckpt:
+        return ckpt["model_state"], ckpt.get("config"), ckpt
+    if isinstance(ckpt, dict) and all(isinstance(v, torch.Tensor) for v in ckpt.values()):
+        return ckpt, None, {}
+    fail(f"{path}: neither a state dict nor a checkpoint with 'model_state'")
+
+
+def check_state(state, cfg):
+    """Strict comparison with the model the config describes: every difference, named."""
+    want = {k: tuple(v.shape) for k, v in tm.ImageTransformer(cfg).state_dict().items()}
+    have = {k: tuple(v.shape) for k, v in state.items()}
+    problems = [f"missing tensor {k} {list(s)}" for k, s in want.items() if k not in have]
+    problems += [f"unexpected tensor {k} {list(s)}" for k, s in have.items() if k not in want]
+    problems += [f"tensor {k} has shape {list(have[k])}, the config wants {list(s)}"
+                 for k, s in want.items() if k in have and have[k] != s
+                 and not (k == "pos_embedding.pe" and have[k] == s[1:])]
+    if problems:
+        fail("; ".join(problems))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("checkpoint")
+    ap.add_argument("--out", required=True, help="model folder to write")
+    ap.add_argument("--config", help="mnist, or a config.json, for checkpoints without one")
+    for key, val in tm.MNIST_CONFIG.items():
+        ap.add_argument("--" + key.replace("_", "-"), type=type(val), default=None,
+                        help=f"override {key} of --config")
+    ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
+    args = ap.parse_args()
+
+    state, cfg, ckpt = load_checkpoint(args.checkpoint)
+    if cfg is None:
+        if not args.config:
+            fail(f"{args.checkpoint} holds no config: give --config mnist (or a config.json)")
+        if args.config == "mnist":
+            cfg = dict(tm.MNIST_CONFIG)
+        else:
+            with open(args.config) as f:
+                cfg = {k: v for k, v in json.load(f).items() if k in tm.CONFIG_KEYS}
+    for key in tm.MNIST_CONFIG:
+        if getattr(args, key) is not None:
+            cfg[key] = getattr(args, key)
+
+    check_state(state, cfg)
+    model = tm.ImageTransformer(cfg)
+    state = dict(state)
+    if state["pos_embedding.pe"].dim() == 2:
+        state["pos_embedding.pe"] = state["pos_embedding.pe"][None]
+    model.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
+    meta = {"source": os.path.basename(args.checkpoint)}
+    for key in ("step", "images_seen"):
+        if key in ckpt:
+            meta[key] = ckpt[key]
+    tm.save_model_dir(model, args.out, meta, args.dtype)
+    print(f"exported {args.checkpoint} -> {args.out} ({tm.param_count(cfg)} parameters, "
+          f"{args.dtype})")
+
+
+if __name__ == "__main__":
+    main()
