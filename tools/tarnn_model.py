@@ -50,8 +50,37 @@ class PositionalEncoding(nn.Module):
         self.register_buffer("pe", sinusoid_table(n_pos, width).float()[None])  # [1, L, width]
 
 
+def wide(u):
+    """u in at least fp32: bf16 autocast keeps its matmuls, sums of many terms stay exact."""
+    return u.to(torch.promote_types(u.dtype, torch.float32))
+
+
+def causal_numerator(fq, fk, v, chunk=0):
+    """sum_{j<=t} (phi(q_t)^T phi(k_j)) v_j for every t: the numerator of equation 9.
+
+    chunk == 0: the masked product, O(L^2), the plain reference. chunk > 0: the same sum in
+    blocks of `chunk` positions, masked products inside a block plus the running state
+    S = sum phi(k_j) v_j^T of the blocks before (kept in fp32), several times cheaper on a CPU.
+    """
+    if chunk <= 0:
+        return wide((fq @ fk.transpose(-1, -2)).tril() @ v)
+    n, h, l, d = fq.shape
+    pad = -l % chunk
+    if pad:
+        fq, fk, v = (F.pad(u, (0, 0, 0, pad)) for u in (fq, fk, v))
+    blocks = (l + pad) // chunk
+    fq, fk, v = (u.reshape(n, h, blocks, chunk, d) for u in (fq, fk, v))
+    intra = wide((fq @ fk.transpose(-1, -2)).tril() @ v)
+    kv = wide(fk.transpose(-1, -2) @ v)  # each block's sum of phi(k_j) v_j^T
+    S_before = kv.cumsum(2) - kv  # the state entering each block
+    num = intra + wide(fq) @ S_before
+    return num.reshape(n, h, l + pad, d)[:, :, :l]
+
+
 class Attention(nn.Module):
     """Causal multi-head attention; linear (equations 8-9) or softmax, same weights."""
+
+    chunk = 0  # > 0: causal_numerator's blocked form (train.py sets it)
 
     def __init__(self, d_model, n_heads, d_head, kind):
         super().__init__()
@@ -68,13 +97,12 @@ class Attention(nn.Module):
         k = split(self.key_projection(x))
         v = split(self.value_projection(x))
         if self.kind == "linear":
-            # a_t = phi(q_t)^T sum_{j<=t} phi(k_j) v_j^T / (phi(q_t)^T sum_{j<=t} phi(k_j) + eps),
-            # written as a masked product (the causal form of equation 9): O(L^2) memory but one
-            # batched matmul, the fastest form on a CPU for L = 783.
+            # a_t = phi(q_t)^T sum_{j<=t} phi(k_j) v_j^T / (phi(q_t)^T sum_{j<=t} phi(k_j) + eps):
+            # the causal form of equation 9.
             fq, fk = phi(q), phi(k)
-            a = (fq @ fk.transpose(-1, -2)).tril()
-            z = (fq * fk.cumsum(-2)).sum(-1, keepdim=True)  # phi(q_t)^T sum_{j<=t} phi(k_j)
-            out = (a @ v) / (z + 1e-6)
+            num = causal_numerator(fq, fk, v, self.chunk)
+            z = (wide(fq) * wide(fk).cumsum(-2)).sum(-1, keepdim=True)  # phi(q_t)^T sum phi(k_j)
+            out = (num / (z + 1e-6)).to(v.dtype)
         elif self.kind == "softmax":
             s = (q @ k.transpose(-1, -2)) / math.sqrt(self.d_head)
             causal = torch.ones(l, l, dtype=torch.bool, device=x.device).tril()
@@ -140,7 +168,7 @@ class ImageTransformer(nn.Module):
 
 def log_prob_bytes(o, target, k):
     """SPEC section 2: log p(target byte) under the discretized logistic mixture o = [..., 3K]."""
-    o = o.float()
+    o = wide(o)
     logits, means, log_s = o[..., :k], o[..., k:2 * k], o[..., 2 * k:3 * k].clamp(min=-7.0)
     y = (target.to(o.dtype) / 255.0 * 2.0 - 1.0)[..., None]
     c = y - means
