@@ -102,8 +102,9 @@ TARNN_HD float logistic_log_prob(int b, float mean, float log_scale) {
     return plus - softplus(plus);
   if (b == 255)
     return -softplus(minus);
-  // sigmoid(plus) - sigmoid(minus), evaluated as sigmoid(plus) sigmoid(-minus) (1 - e^(minus-plus)):
-  // the same number without the cancellation that costs float 1e-4 of log P on narrow bins.
+  // sigmoid(plus) - sigmoid(minus), evaluated as sigmoid(plus) sigmoid(-minus) (1 -
+  // e^(minus-plus)): the same number without the cancellation that costs float 1e-4 of log P on
+  // narrow bins.
   const float delta = sigmoid(plus) * sigmoid(-minus) * -expm1f(minus - plus);
   if (delta > 1e-5f)
     return logf(fmaxf(delta, 1e-12f));

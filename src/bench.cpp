@@ -41,8 +41,7 @@ void add_bench_options(CLI::App *cmd, BenchArgs &a) {
       ->capture_default_str();
   cmd->add_option("--batch", a.batch, "images generated at once")->capture_default_str();
   cmd->add_option("--threads", a.threads, "CPU threads (0: all cores)")->capture_default_str();
-  cmd->add_option("--steps", a.steps,
-                  "measure only the first N positions and extrapolate (0: all)")
+  cmd->add_option("--steps", a.steps, "measure only the first N positions and extrapolate (0: all)")
       ->capture_default_str();
   cmd->add_option("--json", a.json, "also write the figures as JSON here");
   cmd->add_option("--device", a.device, "backend: cpu")->capture_default_str();
@@ -87,22 +86,21 @@ int run_bench(const BenchArgs &a) {
                                  .c_str()
                            : "");
   if (!a.json.empty()) {
-    const nlohmann::json j = {
-        {"machine", {{"cpu", cpu_name()}, {"threads", threads}}},
-        {"device", a.device},
-        {"model", a.model.empty() ? "random:" + a.shape : a.model},
-        {"attention", a.attention},
-        {"batch", a.batch},
-        {"positions", L},
-        {"steps_measured", steps},
-        {"extrapolated", extrapolated},
-        {"seconds_measured", secs},
-        {"seconds_full_length", full},
-        {"images_per_second", ips},
-        {"ms_per_step", secs / steps * 1e3},
-        {"gflop_per_image", flops_per_step(c) * L / 1e9},
-        {"gflops_achieved", gflops},
-        {"state_bytes_per_image", c.state_floats_per_image() * 4}};
+    const nlohmann::json j = {{"machine", {{"cpu", cpu_name()}, {"threads", threads}}},
+                              {"device", a.device},
+                              {"model", a.model.empty() ? "random:" + a.shape : a.model},
+                              {"attention", a.attention},
+                              {"batch", a.batch},
+                              {"positions", L},
+                              {"steps_measured", steps},
+                              {"extrapolated", extrapolated},
+                              {"seconds_measured", secs},
+                              {"seconds_full_length", full},
+                              {"images_per_second", ips},
+                              {"ms_per_step", secs / steps * 1e3},
+                              {"gflop_per_image", flops_per_step(c) * L / 1e9},
+                              {"gflops_achieved", gflops},
+                              {"state_bytes_per_image", c.state_floats_per_image() * 4}};
     write_text_file(a.json, j.dump(2) + "\n");
   }
   return 0;

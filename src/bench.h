@@ -7,7 +7,7 @@
 namespace tarnn {
 
 struct BenchArgs {
-  std::string model;         // a model folder, or
+  std::string model;           // a model folder, or
   std::string shape = "mnist"; // the paper's shapes with random weights
   std::string attention = "linear";
   int batch = 256;

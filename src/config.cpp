@@ -103,11 +103,18 @@ Config Config::from_json_file(const std::string &path) {
 }
 
 std::string Config::to_json() const {
-  const json j = {{"format_version", format_version}, {"height", height},   {"width", width},
-                  {"channels", channels},             {"n_layers", n_layers}, {"n_heads", n_heads},
-                  {"d_head", d_head},                 {"d_model", d_model}, {"d_ff", d_ff},
+  const json j = {{"format_version", format_version},
+                  {"height", height},
+                  {"width", width},
+                  {"channels", channels},
+                  {"n_layers", n_layers},
+                  {"n_heads", n_heads},
+                  {"d_head", d_head},
+                  {"d_model", d_model},
+                  {"d_ff", d_ff},
                   {"activation", activation_name(activation)},
-                  {"mixtures", mixtures},             {"attention", attention}};
+                  {"mixtures", mixtures},
+                  {"attention", attention}};
   return j.dump(2);
 }
 

@@ -22,8 +22,7 @@ void CpuStatePool::zero(int first, int count) {
   std::fill(data_.begin() + first * per_image, data_.begin() + (first + count) * per_image, 0.0f);
 }
 
-CpuDecoder::CpuDecoder(const CpuWeights &w, CpuStatePool &pool, int first, int rows,
-                       bool reference)
+CpuDecoder::CpuDecoder(const CpuWeights &w, CpuStatePool &pool, int first, int rows, bool reference)
     : w_(w), c_(w.model.config), pool_(pool), first_(first), rows_(rows), reference_(reference),
       x_(size_t(rows) * c_.d_model), qkv_(size_t(rows) * 3 * c_.d_attn()),
       att_(size_t(rows) * c_.d_attn()), y_(size_t(rows) * c_.d_model),

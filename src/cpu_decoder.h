@@ -29,8 +29,8 @@ class CpuStatePool {
 public:
   CpuStatePool(const Config &c, int images);
   float *block(int image, int layer, int head) {
-    return data_.data() + (int64_t(image) * per_layer_heads_ + int64_t(layer) * heads_ + head) *
-                              block_floats_;
+    return data_.data() +
+           (int64_t(image) * per_layer_heads_ + int64_t(layer) * heads_ + head) * block_floats_;
   }
   void zero(int first, int count);
   int64_t bytes() const { return int64_t(data_.size()) * 4; }

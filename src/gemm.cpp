@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <utility>
 #include <cstdlib>
 #include <cstring>
 #include <immintrin.h>
+#include <utility>
 
 #include "../kernels/tarnn_math.h"
 
@@ -106,7 +106,7 @@ void linear_forward(const PackedLinear &l, const float *x, int ldx, int rows, fl
     for (int r = 0; r < rows; r += kRows) {
       const int n = std::min(kRows, rows - r);
       tile[n - 1](panel, l.in, x + size_t(r) * ldx, ldx, l.b.data() + p * P, ncols,
-                y + size_t(r) * ldy + p * P, ldy, act);
+                  y + size_t(r) * ldy + p * P, ldy, act);
     }
   }
 }

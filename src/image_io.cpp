@@ -37,8 +37,9 @@ std::string dims(int h, int w, int c) {
 
 void check_fits(const std::string &path, const ImageSet &s, const Config &c) {
   if (s.height != c.height || s.width != c.width || s.channels != c.channels)
-    throw Error(path + ": images are " + dims(s.height, s.width, s.channels) + ", the model wants " +
-                dims(c.height, c.width, c.channels) + " (images are not resized)");
+    throw Error(path + ": images are " + dims(s.height, s.width, s.channels) +
+                ", the model wants " + dims(c.height, c.width, c.channels) +
+                " (images are not resized)");
 }
 
 ImageSet read_idx(const std::string &path, const std::vector<uint8_t> &raw) {
@@ -51,12 +52,15 @@ ImageSet read_idx(const std::string &path, const std::vector<uint8_t> &raw) {
   for (int i = 0; i < ndim; ++i)
     d[i] = uint64_t(raw[4 + 4 * i]) << 24 | raw[5 + 4 * i] << 16 | raw[6 + 4 * i] << 8 |
            raw[7 + 4 * i];
-  const uint64_t want = d[0] * d[1] * d[2] * d[3], have = raw.size() - 4 - 4 * ndim;
-  if (have != want)
-    throw Error(path + ": " + (have < want ? "truncated" : "trailing bytes") + ": header says " +
-                std::to_string(want) + " bytes of images, file holds " + std::to_string(have));
   if (d[1] > 65536 || d[2] > 65536 || d[3] > 4)
     throw Error(path + ": image dimensions out of range");
+  // 128 bits: four 32-bit dimensions of a hostile header would overflow 64
+  const unsigned __int128 want = (unsigned __int128)d[0] * d[1] * d[2] * d[3];
+  const uint64_t have = raw.size() - 4 - 4 * ndim;
+  if (have != want)
+    throw Error(path + ": " + (have < want ? "truncated" : "trailing bytes") + ": header says " +
+                std::to_string(d[0]) + " images of " + std::to_string(d[1] * d[2] * d[3]) +
+                " bytes, the file holds " + std::to_string(have) + " bytes of images");
   ImageSet s;
   s.count = int64_t(d[0]);
   s.height = int(d[1]);
@@ -73,8 +77,9 @@ ImageSet read_png(const std::string &path, const std::vector<uint8_t> &raw, cons
   // Alpha is ignored; a gray image for an RGB model, or RGB for a gray one, is an error.
   const int colour = n >= 3 ? 3 : 1;
   if (colour != c.channels)
-    throw Error(path + ": PNG has " + std::to_string(colour) + (colour == 1 ? " channel" : " channels") +
-                ", the model wants " + std::to_string(c.channels));
+    throw Error(path + ": PNG has " + std::to_string(colour) +
+                (colour == 1 ? " channel" : " channels") + ", the model wants " +
+                std::to_string(c.channels));
   ImageSet s{1, h, w, colour, {}};
   check_fits(path, s, c);
   std::unique_ptr<uint8_t, void (*)(void *)> px(
@@ -96,7 +101,8 @@ ImageSet read_images(const std::string &path, const Config &c) {
   else if (raw.size() >= 4)
     s = read_idx(path, raw);
   else
-    throw Error(path + ": neither a PNG nor an IDX file (" + std::to_string(raw.size()) + " bytes)");
+    throw Error(path + ": neither a PNG nor an IDX file (" + std::to_string(raw.size()) +
+                " bytes)");
   check_fits(path, s, c);
   if (s.count == 0)
     throw Error(path + ": holds no images");
@@ -125,8 +131,8 @@ ImageSet make_grid(const ImageSet &in, int cols, int pad, uint8_t pad_value) {
   for (int i = 0; i < n; ++i) {
     const int y0 = pad + (i / cols) * (in.height + pad), x0 = pad + (i % cols) * (in.width + pad);
     for (int y = 0; y < in.height; ++y)
-      std::memcpy(&g.bytes[(size_t(y0 + y) * g.width + x0) * C], &in.bytes[i * per + size_t(y) * in.width * C],
-                  size_t(in.width) * C);
+      std::memcpy(&g.bytes[(size_t(y0 + y) * g.width + x0) * C],
+                  &in.bytes[i * per + size_t(y) * in.width * C], size_t(in.width) * C);
   }
   return g;
 }

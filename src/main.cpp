@@ -102,8 +102,10 @@ int cmd_score(const Common &c, const std::string &path, int64_t limit, bool json
     mean += bpd.back() / double(log_prob.size());
   }
   if (json) {
-    const nlohmann::json j = {{"model", c.model}, {"images_file", path},
-                              {"images", images.count}, {"bits_per_dim", mean},
+    const nlohmann::json j = {{"model", c.model},
+                              {"images_file", path},
+                              {"images", images.count},
+                              {"bits_per_dim", mean},
                               {"per_image", bpd}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -147,8 +149,9 @@ int main(int argc, char **argv) {
   sample->add_option("-n", n, "number of images")->capture_default_str();
   sample->add_option("--seed", seed, "seed: image i is the same for any batch, thread count")
       ->capture_default_str();
-  sample->add_option("--first", first,
-                     "index of the first image (split a large job across processes)")
+  sample
+      ->add_option("--first", first,
+                   "index of the first image (split a large job across processes)")
       ->capture_default_str();
   sample->add_option("-o,--output", out, "PNG grid of all images")->required();
   sample->add_option("--out-dir", out_dir, "also write one PNG per image here");

@@ -54,7 +54,8 @@ std::string load_error(const std::string &dir) {
   return "(loaded without error)";
 }
 
-#define EXPECT_LOAD_ERROR(dir, text) EXPECT_PRED_FORMAT2(::testing::IsSubstring, text, load_error(dir))
+#define EXPECT_LOAD_ERROR(dir, text)                                                               \
+  EXPECT_PRED_FORMAT2(::testing::IsSubstring, text, load_error(dir))
 
 } // namespace
 

@@ -33,8 +33,10 @@ TEST(Philox, MatchesRandom123KnownAnswers) {
 
 TEST(Philox, EveryArgumentOfTheContractMatters) {
   const Philox4 base = random_words(7, 3, 10, 0);
-  const Philox4 other[] = {random_words(8, 3, 10, 0), random_words(7, 4, 10, 0),
-                           random_words(7, 3, 11, 0), random_words(7, 3, 10, 1),
+  const Philox4 other[] = {random_words(8, 3, 10, 0),
+                           random_words(7, 4, 10, 0),
+                           random_words(7, 3, 11, 0),
+                           random_words(7, 3, 10, 1),
                            random_words(7, 3 + (uint64_t(1) << 32), 10, 0),
                            random_words(7 + (uint64_t(1) << 32), 3, 10, 0)};
   for (const Philox4 &o : other)
@@ -92,8 +94,11 @@ TEST(Sampling, NonFiniteParametersGiveAByteNotACrash) {
 }
 
 TEST(MixtureLogProb, IsANormalisedDistributionOverBytes) {
-  const float cases[][3] = {{0.0f, 0.0f, -2.0f}, {0.0f, 0.9f, -5.0f}, {0.0f, -1.0f, -7.0f},
-                            {0.0f, 0.3f, 1.0f}, {0.0f, 0.5f, -10.0f}};
+  const float cases[][3] = {{0.0f, 0.0f, -2.0f},
+                            {0.0f, 0.9f, -5.0f},
+                            {0.0f, -1.0f, -7.0f},
+                            {0.0f, 0.3f, 1.0f},
+                            {0.0f, 0.5f, -10.0f}};
   for (const auto &o : cases) {
     double total = 0;
     for (int b = 0; b < 256; ++b)
@@ -112,9 +117,7 @@ TEST(MixtureLogProb, MatchesTheSpecFormulaInDouble) {
       const double inv = std::exp(-ls), plus = inv * (c + 1 / 255.0), minus = inv * (c - 1 / 255.0);
       const auto sp = [](double x) { return std::log1p(std::exp(x)); };
       const auto sg = [](double x) { return 1 / (1 + std::exp(-x)); };
-      double lp = b == 0 ? plus - sp(plus)
-                  : b == 255 ? -sp(minus)
-                             : std::log(sg(plus) - sg(minus));
+      double lp = b == 0 ? plus - sp(plus) : b == 255 ? -sp(minus) : std::log(sg(plus) - sg(minus));
       terms[k] = o[k] - lz + lp;
       mx = std::max(mx, terms[k]);
     }
