@@ -58,6 +58,11 @@ ImageSet complete_images(const ImageSet &images, const std::vector<int64_t> &ind
   const int64_t n = int64_t(index.size()), K = samples;
   if (known.size() != T)
     throw Error("mask has " + std::to_string(known.size()) + " bytes, images " + std::to_string(T));
+  if (samples < 1)
+    throw Error("--samples must be at least 1");
+  for (int64_t i : index)
+    if (i < 0 || i >= images.count)
+      throw Error("image index " + std::to_string(i) + " is outside the file");
   // Row i * K + k of the job is completion k of index[i]: the input copied K times.
   std::vector<uint8_t> given(size_t(n * K) * T), mask(size_t(n * K) * T);
   for (int64_t r = 0; r < n * K; ++r) {
