@@ -7,6 +7,7 @@
 
 #include "bench.h"
 #include "cli_util.h"
+#include "complete.h"
 #include "engine.h"
 #include "error.h"
 #include "image_io.h"
@@ -168,6 +169,11 @@ int main(int argc, char **argv) {
   auto *info = app.add_subcommand("info", "config, parameter count and state bytes per image");
   add_common(info, common, false);
 
+  CompleteArgs complete_args;
+  auto *complete =
+      app.add_subcommand("complete", "complete occluded images (the paper's Figure 3)");
+  add_complete_options(complete, complete_args);
+
   BenchArgs bench_args;
   auto *bench = app.add_subcommand("bench", "images/s of full-length generation");
   add_bench_options(bench, bench_args);
@@ -191,6 +197,8 @@ int main(int argc, char **argv) {
       return cmd_info(common);
     if (*bench)
       return run_bench(bench_args);
+    if (*complete)
+      return run_complete(complete_args);
   } catch (const std::exception &e) {
     std::fprintf(stderr, "tarnn: error: %s\n", e.what());
     return 1;
