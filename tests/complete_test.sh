@@ -2,36 +2,9 @@
 # End-to-end runs of `tarnn complete`: the grid's size, known pixels kept in the written
 # completions, reproducibility across --batch/--threads, and one-line errors with no output.
 # usage: complete_test.sh TARNN SOURCE_DIR   (TARNN_GOLDEN_MNIST: the MNIST-size golden folder)
-set -u
 TARNN=$1
 SRC=$2
-SMALL=$SRC/tests/golden/small
-MNIST=${TARNN_GOLDEN_MNIST:?run through ctest, whose fixture makes the MNIST-size model}
-PY=/usr/bin/python3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() {
-  echo "FAIL: $*"
-  fail=$((fail + 1))
-}
-expect_error() { # SUBSTRING CMD...: non-zero exit, one line on stderr holding SUBSTRING
-  local want=$1
-  shift
-  "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ $rc -eq 0 ]; then bad "$* exited 0"; return; fi
-  if [ "$(wc -l <"$work/err")" -ne 1 ]; then bad "$*: stderr is not one line: $(cat "$work/err")"; return; fi
-  if ! grep -qF -- "$want" "$work/err"; then bad "$*: stderr lacks '$want': $(cat "$work/err")"; return; fi
-  ok
-}
-expect_ok() { if "$@" >"$work/out" 2>"$work/err"; then ok; else bad "$* failed: $(cat "$work/err")"; fi; }
-expect_eq() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi; }
-png_size() { # WIDTHxHEIGHT from the IHDR chunk
-  od -An -tu1 -j16 -N8 "$1" | awk '{print $1*16777216+$2*65536+$3*256+$4 "x" $5*16777216+$6*65536+$7*256+$8}'
-}
+source "$(dirname "$0")/cli_lib.sh"
 
 # A dependency-free PNG reader (8-bit, non-interlaced) and writer for the checks below.
 cat >"$work/png.py" <<'PYEOF'
@@ -156,5 +129,4 @@ if [ -d "$SRC/models/mnist" ] && [ -f "$SRC/data/mnist/heldout-images-idx3-ubyte
   expect_eq "$(png_size "$work/digits.png")" "122x122" "4 rows of 4 cells of 28x28"
 fi
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

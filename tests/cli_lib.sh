@@ -1,0 +1,34 @@
+# Shared by the end-to-end scripts: a scratch folder, counters and the checks they count.
+# Source it after setting TARNN and SRC; it defines SMALL, MNIST, PY and work.
+set -u
+SMALL=$SRC/tests/golden/small
+MNIST=${TARNN_GOLDEN_MNIST:?run through ctest, whose fixture makes the MNIST-size model}
+PY=/usr/bin/python3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() {
+  echo "FAIL: $*"
+  fail=$((fail + 1))
+}
+expect_error() { # SUBSTRING CMD...: non-zero exit, one line on stderr holding SUBSTRING
+  local want=$1
+  shift
+  "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  if [ $rc -eq 0 ]; then bad "$* exited 0"; return; fi
+  if [ "$(wc -l <"$work/err")" -ne 1 ]; then bad "$*: stderr is not one line: $(cat "$work/err")"; return; fi
+  if ! grep -qF -- "$want" "$work/err"; then bad "$*: stderr lacks '$want': $(cat "$work/err")"; return; fi
+  ok
+}
+expect_ok() { if "$@" >"$work/out" 2>"$work/err"; then ok; else bad "$* failed: $(cat "$work/err")"; fi; }
+expect_eq() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi; }
+png_size() { # WIDTHxHEIGHT from the IHDR chunk
+  od -An -tu1 -j16 -N8 "$1" | awk '{print $1*16777216+$2*65536+$3*256+$4 "x" $5*16777216+$6*65536+$7*256+$8}'
+}
+finish() {
+  echo "$pass passed, $fail failed"
+  [ $fail -eq 0 ]
+}
