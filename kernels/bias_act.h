@@ -15,13 +15,15 @@ TARNN_HD float activate(float y, Act a) {
   return a == Act::Relu ? relu(y) : a == Act::Gelu ? gelu(y) : y;
 }
 
-TARNN_HD void bias_act_element(float *y, const float *b, int n, size_t e, Act a) {
-  y[e] = activate(y[e] + b[e % size_t(n)], a);
+TARNN_HD void bias_act_element(float *y, const float *b, int n, int r, int j, Act a) {
+  const size_t e = size_t(r) * n + j;
+  y[e] = activate(y[e] + b[j], a);
 }
 
 inline void bias_act_cpu(float *y, const float *b, int rows, int n, Act a) {
-  for (size_t e = 0; e < size_t(rows) * n; ++e)
-    bias_act_element(y, b, n, e, a);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < n; ++j)
+      bias_act_element(y, b, n, r, j, a);
 }
 
 } // namespace tarnn

@@ -1,4 +1,4 @@
-// e_t = [E[p_t] | P[t]] for every row: one thread per element (embedding.h).
+// e_t = [E[p_t] | P[t]] for every row (embedding.h): blocks walk the rows, threads the columns.
 #include <cmath>
 
 #include "../src/cuda_backend.h"
@@ -13,20 +13,19 @@ namespace {
 __global__ void embedding_kernel(float *x, const float *E, const float *P, const uint8_t *cur,
                                  const StepParams *p, int rows, int d_model) {
   const int t = p->t;
-  const size_t n = size_t(rows) * d_model;
-  for (size_t e = size_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
-       e += size_t(gridDim.x) * blockDim.x)
-    embedding_element(x, E, P, cur, t, int(e / d_model), int(e % d_model), d_model);
+  for (int r = blockIdx.x; r < rows; r += gridDim.x)
+    for (int i = threadIdx.x; i < d_model; i += blockDim.x)
+      embedding_element(x, E, P, cur, t, r, i, d_model);
 }
 
 } // namespace
 
 void launch_embedding(float *x, const float *E, const float *P, const uint8_t *cur,
                       const StepParams *p, int rows, int d_model, cudaStream_t s) {
-  const size_t n = size_t(rows) * d_model;
-  const int threads = 256;
-  const int blocks = int(std::min<size_t>((n + threads - 1) / threads, 65536));
-  embedding_kernel<<<blocks, threads, 0, s>>>(x, E, P, cur, p, rows, d_model);
+  if (rows <= 0) // an empty grid is a launch error
+    return;
+  const int threads = d_model >= 256 ? 256 : (d_model + 31) / 32 * 32;
+  embedding_kernel<<<std::min(rows, 65536), threads, 0, s>>>(x, E, P, cur, p, rows, d_model);
   launch_check("embedding_kernel");
 }
 

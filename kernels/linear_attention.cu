@@ -43,6 +43,8 @@ __global__ void linear_attention_kernel(const float *qkv, const float *bias, flo
 void launch_linear_attention(const float *qkv, const float *bias, float *state, float *att,
                              int rows, int layer, int n_layers, int n_heads, int d_head,
                              cudaStream_t s) {
+  if (rows <= 0) // an empty grid is a launch error
+    return;
   const int dpad = (d_head + 31) / 32 * 32; // d_head <= 256 (Config::validate)
   const int G = std::max(1, 256 / dpad);
   const int64_t pairs = int64_t(rows) * n_heads;

@@ -23,6 +23,8 @@ __global__ void sample_bytes_kernel(const float *o, int K, const uint8_t *given,
 void launch_sample_bytes(const float *o, int K, const uint8_t *given, const uint8_t *known, int T,
                          uint8_t *cur, uint8_t *out, double *log_prob, const StepParams *p,
                          int rows, cudaStream_t s) {
+  if (rows <= 0) // an empty grid is a launch error
+    return;
   const int threads = 128;
   sample_bytes_kernel<<<(rows + threads - 1) / threads, threads, 0, s>>>(o, K, given, known, T, cur,
                                                                          out, log_prob, p, rows);
