@@ -11,8 +11,6 @@
 
 namespace tarnn {
 
-namespace {
-
 std::string cpu_name() {
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);)
@@ -29,8 +27,6 @@ double flops_per_step(const Config &c) {
   return c.n_layers * (gemm + attention) + 2 * D * c.d_out();
 }
 
-} // namespace
-
 void add_bench_options(CLI::App *cmd, BenchArgs &a) {
   cmd->add_option("--model", a.model, "benchmark this model folder instead of --shape");
   cmd->add_option("--shape", a.shape, "the paper's model with random weights: mnist or cifar10")
@@ -44,10 +40,14 @@ void add_bench_options(CLI::App *cmd, BenchArgs &a) {
   cmd->add_option("--steps", a.steps, "measure only the first N positions and extrapolate (0: all)")
       ->capture_default_str();
   cmd->add_option("--json", a.json, "also write the figures as JSON here");
-  cmd->add_option("--device", a.device, "backend: cpu")->capture_default_str();
+  cmd->add_option("--device", a.device, "backend: cpu or cuda (cuda: --batch 0 takes what fits)")
+      ->capture_default_str();
+  cmd->add_flag("--tf32", a.tf32, "cuda: TF32 tensor cores in the GEMMs");
 }
 
 int run_bench(const BenchArgs &a) {
+  if (a.device == "cuda")
+    return run_bench_cuda(a);
   if (a.device != "cpu")
     throw Error("--device " + a.device + " is not available in this build (cpu)");
   if (a.steps < 0)

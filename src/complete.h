@@ -64,6 +64,7 @@ struct CompleteArgs {
   int batch = 256;
   int threads = 0; // 0: all cores
   std::string device = "cpu";
+  bool tf32 = false;
 };
 
 void add_complete_options(CLI::App *cmd, CompleteArgs &a);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "backend.h"
 #include "cli_util.h"
 #include "complete.h"
 #include "error.h"
@@ -38,7 +39,10 @@ void add_complete_options(CLI::App *cmd, CompleteArgs &a) {
   cmd->add_option("--batch", a.batch, "images whose state is in memory at once")
       ->capture_default_str();
   cmd->add_option("--threads", a.threads, "CPU threads (0: all cores)")->capture_default_str();
-  cmd->add_option("--device", a.device, "backend: cpu")->capture_default_str();
+  cmd->add_option("--device", a.device,
+                  "backend: cpu or cuda (cuda: --batch defaults to what fits in GPU memory)")
+      ->capture_default_str();
+  cmd->add_flag("--tf32", a.tf32, "cuda: TF32 tensor cores in the GEMMs (faster, less exact)");
   cmd->footer(
       "Known bytes are fed through the recurrence when their turn comes (teacher forcing), also\n"
       "after unknown ones, so any mask works; unknown bytes are sampled. Known bytes of every\n"
@@ -53,8 +57,7 @@ void add_complete_options(CLI::App *cmd, CompleteArgs &a) {
 }
 
 int run_complete(const CompleteArgs &a) {
-  if (a.device != "cpu")
-    throw Error("--device " + a.device + " is not available in this build (cpu)");
+  check_device(a.device);
   if (a.samples < 1 || a.samples > kMaxSamples)
     throw Error("--samples must be in [1, " + std::to_string(kMaxSamples) + "] (got " +
                 std::to_string(a.samples) + ")");
@@ -70,14 +73,14 @@ int run_complete(const CompleteArgs &a) {
     throw Error(std::to_string(n) + " images x " + std::to_string(a.samples) + " samples is over " +
                 std::to_string(kMaxCompletions) + " completions: split the job with --index");
   const RunOptions opt{a.batch, a.threads > 0 ? a.threads : default_threads(), false, nullptr};
-  check_run_options(c, opt); // before any work, so a bad flag costs nothing
+  if (a.device == "cpu")
+    check_run_options(c, opt); // before any work, so a bad flag costs nothing
   const CpuWeights w(m);
-  // The one place that names a backend.
   const RolloutRunner run = [&](const Rollout &job,
                                 const std::function<void(int64_t, int64_t)> &p) {
     RunOptions o = opt;
     o.progress = p;
-    run_cpu(w, job, o);
+    run_rollout(a.device, a.tf32, m, w, job, o);
   };
   const auto t0 = std::chrono::steady_clock::now();
   const ImageSet done =

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "backend.h"
 #include "bench.h"
 #include "cli_util.h"
 #include "complete.h"
@@ -21,6 +22,7 @@ struct Common {
   int batch = 256;
   int threads = default_threads();
   std::string device = "cpu";
+  bool tf32 = false;
 };
 
 void add_common(CLI::App *cmd, Common &c, bool with_run_flags = true) {
@@ -32,13 +34,11 @@ void add_common(CLI::App *cmd, Common &c, bool with_run_flags = true) {
       ->capture_default_str();
   cmd->add_option("--threads", c.threads, "CPU threads, each stepping a slice of the batch")
       ->capture_default_str();
-  cmd->add_option("--device", c.device, "backend: cpu (cuda where built with it)")
+  cmd->add_option("--device", c.device,
+                  "backend: cpu or cuda (cuda: --batch defaults to what "
+                  "fits in GPU memory)")
       ->capture_default_str();
-}
-
-void check_device(const std::string &device) {
-  if (device != "cpu")
-    throw Error("--device " + device + " is not available in this build (cpu)");
+  cmd->add_flag("--tf32", c.tf32, "cuda: TF32 tensor cores in the GEMMs (faster, less exact)");
 }
 
 int cmd_sample(const Common &c, int64_t n, uint64_t seed, int64_t first, const std::string &out,
@@ -59,9 +59,10 @@ int cmd_sample(const Common &c, int64_t n, uint64_t seed, int64_t first, const s
   job.first_index = first;
   job.out = images.bytes.data();
   RunOptions opt{c.batch, c.threads, false, progress_bar(cfg.positions())};
-  check_run_options(cfg, opt); // before any work, so a bad flag costs nothing
+  if (c.device == "cpu")
+    check_run_options(cfg, opt); // before any work, so a bad flag costs nothing
   const auto t0 = std::chrono::steady_clock::now();
-  run_cpu(w, job, opt);
+  run_rollout(c.device, c.tf32, m, w, job, opt);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const ImageSet grid = make_grid(images, int(std::ceil(std::sqrt(double(n)))));
   write_png(out, grid.width, grid.height, grid.channels, grid.bytes.data());
@@ -94,7 +95,8 @@ int cmd_score(const Common &c, const std::string &path, int64_t limit, bool json
   job.given = images.bytes.data();
   job.out = images.bytes.data();
   job.log_prob = log_prob.data();
-  run_cpu(w, job, RunOptions{c.batch, c.threads, false, progress_bar(m.config.positions())});
+  run_rollout(c.device, c.tf32, m, w, job,
+              RunOptions{c.batch, c.threads, false, progress_bar(m.config.positions())});
   // bits/dim of an image = -sum_t log p(p_{t+1}) / (L ln 2) (SPEC section 2)
   std::vector<double> bpd;
   double mean = 0;
@@ -188,6 +190,14 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "tarnn: %s (see --help)\n", e.what());
     return 2;
   }
+  bool batch_given = false; // on cuda, no --batch means as many as fit in GPU memory
+  for (const CLI::App *sub : app.get_subcommands())
+    if (const CLI::Option *o = sub->get_option_no_throw("--batch"))
+      batch_given = batch_given || o->count() > 0;
+  if (common.device == "cuda" && !batch_given)
+    common.batch = 0;
+  if (complete_args.device == "cuda" && !batch_given)
+    complete_args.batch = 0;
   try {
     if (*sample)
       return cmd_sample(common, n, seed, first, out, out_dir);

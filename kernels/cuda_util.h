@@ -1,0 +1,66 @@
+// CUDA-only helpers (included by .cu files): every runtime call checked and turned into a
+// tarnn::Error naming the call, a device array that frees itself, and random test inputs.
+#pragma once
+
+#include <algorithm>
+#include <cuda_runtime_api.h>
+#include <string>
+#include <vector>
+
+#include "../src/error.h"
+#include "tarnn_math.h"
+
+namespace tarnn {
+
+inline void cuda_check(cudaError_t e, const char *call) {
+  if (e != cudaSuccess) {
+    cudaGetLastError(); // clear a non-sticky error so the next call does not report it again
+    throw Error(std::string(call) + ": " + cudaGetErrorString(e));
+  }
+}
+
+// After a kernel launch: a bad configuration shows up here, not at the next synchronisation.
+inline void launch_check(const char *kernel) { cuda_check(cudaGetLastError(), kernel); }
+
+template <class T> class DeviceArray {
+public:
+  explicit DeviceArray(size_t n) : n_(n) {
+    cuda_check(cudaMalloc(reinterpret_cast<void **>(&p_), std::max<size_t>(n, 1) * sizeof(T)),
+               "cudaMalloc");
+  }
+  explicit DeviceArray(const std::vector<T> &v) : DeviceArray(v.size()) { upload(v); }
+  ~DeviceArray() { cudaFree(p_); }
+  DeviceArray(const DeviceArray &) = delete;
+  DeviceArray &operator=(const DeviceArray &) = delete;
+  T *get() const { return p_; }
+  void upload(const std::vector<T> &v) {
+    cuda_check(cudaMemcpy(p_, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice),
+               "cudaMemcpy");
+  }
+  std::vector<T> download() const {
+    std::vector<T> v(n_);
+    cuda_check(cudaMemcpy(v.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    return v;
+  }
+
+private:
+  T *p_ = nullptr;
+  size_t n_;
+};
+
+// Reproducible uniforms in [lo, hi) for the checkers (Philox, stream `stream`).
+inline std::vector<float> random_floats(size_t n, uint32_t stream, float lo, float hi) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = lo + (hi - lo) * uniform01(random_words(0xC0FFEE, i, stream, 1).v[0]);
+  return v;
+}
+
+inline std::vector<uint8_t> random_bytes(size_t n, uint32_t stream) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = uint8_t(random_words(0xB17E5, i, stream, 2).v[0]);
+  return v;
+}
+
+} // namespace tarnn

@@ -1,0 +1,26 @@
+// Launchers of the kernels in kernels/*.cu (CUDA-only header). Each checks its launch and throws
+// Error naming the kernel.
+#pragma once
+
+#include <cstdint>
+#include <cuda_runtime_api.h>
+
+#include "bias_act.h"
+#include "step_params.h"
+
+namespace tarnn {
+
+void launch_embedding(float *x, const float *E, const float *P, const uint8_t *cur,
+                      const StepParams *p, int rows, int d_model, cudaStream_t s);
+void launch_linear_attention(const float *qkv, const float *bias, float *state, float *att,
+                             int rows, int layer, int n_layers, int n_heads, int d_head,
+                             cudaStream_t s);
+void launch_bias_act(float *y, const float *b, int rows, int n, Act a, cudaStream_t s);
+void launch_residual_layernorm(float *x, const float *y, const float *b, const float *w,
+                               const float *nb, int rows, int n, cudaStream_t s);
+void launch_sample_bytes(const float *o, int K, const uint8_t *given, const uint8_t *known, int T,
+                         uint8_t *cur, uint8_t *out, double *log_prob, const StepParams *p,
+                         int rows, cudaStream_t s);
+void launch_advance_position(StepParams *p, cudaStream_t s);
+
+} // namespace tarnn

@@ -1,0 +1,75 @@
+// One position of linear attention in RNN mode for every (image, head) of one layer (equations
+// 16-20): phi of q and k (their bias added here, so the GEMM before stays bare), S += phi(k) v^T,
+// z += phi(k), a = phi(q)^T S / (phi(q)^T z + eps), the state in fp32.
+//
+// The GPU gives each (image, head) d_head threads; thread j owns column j of S. Phase 1 puts
+// phi(q), phi(k) and the old z in shared memory; phase 2 walks i ascending through
+// normaliser_cell and state_cell, the very calls and order of linear_attention_step, so each
+// column comes out bit-identical to the CPU backend's (up to expf in phi). The CPU twin runs the
+// same two phases thread by thread.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "tarnn_math.h"
+
+namespace tarnn {
+
+// Floats before the state block of (image, layer, head): blocks of (d_head + 1) x d_head floats,
+// S row-major then z, ordered image, layer, head (the CPU backend's CpuStatePool layout). An
+// image's blocks are contiguous, so a chunk's first n images are one contiguous range.
+TARNN_HD size_t state_block_offset(int image, int layer, int head, int n_layers, int n_heads,
+                                   int d_head) {
+  return ((size_t(image) * n_layers + layer) * n_heads + head) * (size_t(d_head) + 1) * d_head;
+}
+
+// Phase 1, thread j < d of head h of one row: qkv_row holds [q | k | v] without bias, A wide each.
+TARNN_HD void attention_load(int j, const float *qkv_row, const float *bias, int A, int h, int d,
+                             const float *z, float *fq, float *fk, float *z_old, float *v_j) {
+  const int c = h * d + j;
+  fq[j] = phi(qkv_row[c] + bias[c]);
+  fk[j] = phi(qkv_row[A + c] + bias[A + c]);
+  z_old[j] = z[j];
+  *v_j = qkv_row[2 * A + c] + bias[2 * A + c];
+}
+
+// Phase 2, thread j: column j of S (updated in place), z_j, and a_j.
+TARNN_HD float attention_column(int j, int d, float v_j, const float *fq, const float *fk,
+                                const float *z_old, float *S, float *z) {
+  float num = 0.0f, den = 0.0f, z_j = 0.0f;
+#ifdef __CUDA_ARCH__
+#pragma unroll 8
+#endif
+  for (int i = 0; i < d; ++i) {
+    float z_i = z_old[i]; // every thread forms the same denominator, in the same order
+    normaliser_cell(z_i, fk[i], fq[i], den);
+    if (i == j)
+      z_j = z_i;
+    float s = S[size_t(i) * d + j];
+    state_cell(s, fk[i], v_j, fq[i], num);
+    S[size_t(i) * d + j] = s;
+  }
+  z[j] = z_j;
+  return attention_out(num, den);
+}
+
+// CPU twin: qkv [rows, 3A], bias [3A], state for all layers, att [rows, A] for layer `layer`.
+inline void linear_attention_cpu(const float *qkv, const float *bias, float *state, float *att,
+                                 int rows, int layer, int n_layers, int n_heads, int d) {
+  const int A = n_heads * d;
+  std::vector<float> fq(d), fk(d), z_old(d), v(d);
+  for (int r = 0; r < rows; ++r)
+    for (int h = 0; h < n_heads; ++h) {
+      float *S = state + state_block_offset(r, layer, h, n_layers, n_heads, d);
+      float *z = S + size_t(d) * d;
+      for (int j = 0; j < d; ++j)
+        attention_load(j, qkv + size_t(r) * 3 * A, bias, A, h, d, z, fq.data(), fk.data(),
+                       z_old.data(), &v[j]);
+      for (int j = 0; j < d; ++j)
+        att[size_t(r) * A + h * d + j] =
+            attention_column(j, d, v[j], fq.data(), fk.data(), z_old.data(), S, z);
+    }
+}
+
+} // namespace tarnn
