@@ -58,6 +58,10 @@ engine_bpd=$(awk '/bits\/dim/ {print $2}' "$work/out")
 echo "held-out bits/dim: PyTorch $torch_bpd, engine $engine_bpd"
 check "agree to 1e-4" $PY -c "import sys; sys.exit(not abs($torch_bpd - $engine_bpd) <= 1e-4)"
 
+check "continue from an exported folder" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
+  --ckpt "$work/ckpt2.pt" --init-from "$work/model" --max-steps 2 --batch 4 --eval-every 1000 --threads 1
+grep -q "initialised from" "$work/out" && pass=$((pass + 1)) || { echo "FAIL: --init-from"; fail=$((fail + 1)); }
+
 # the paper's checkpoint layouts: a bare state dict, and {"model_state": ...} without a config
 $PY -c "
 import torch; c = torch.load('$work/ckpt.pt')

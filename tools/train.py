@@ -79,6 +79,9 @@ def parse_args():
                     help="linear attention in blocks of this many positions (0: the plain masked "
                          "form; same function, about 1.8x slower on a CPU)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--init-from", metavar="MODEL_DIR",
+                    help="start from an exported model folder's weights when --ckpt does not "
+                         "exist yet (e.g. continue training models/mnist on another machine)")
     ap.add_argument("--eval-only", action="store_true",
                     help="print fp32 held-out bits/dim of the checkpoint over every image and exit")
     return ap.parse_args()
@@ -93,10 +96,18 @@ def main():
     torch.manual_seed(args.seed)
 
     state = torch.load(args.ckpt, map_location="cpu") if os.path.exists(args.ckpt) else None
-    cfg = state["config"] if state else {k: getattr(args, k) for k in tm.MNIST_CONFIG}
-    model = tm.ImageTransformer(cfg).to(device)
     if state:
+        cfg = state["config"]
+        model = tm.ImageTransformer(cfg)
         model.load_state_dict(state["model_state"])
+    elif args.init_from:
+        model = tm.load_model_dir(args.init_from)
+        cfg = model.cfg
+        print(f"initialised from {args.init_from}", flush=True)
+    else:
+        cfg = {k: getattr(args, k) for k in tm.MNIST_CONFIG}
+        model = tm.ImageTransformer(cfg)
+    model = model.to(device)
 
     if args.eval_only:
         if not state or not args.heldout:
@@ -109,7 +120,9 @@ def main():
         sys.exit("train: --train and --heldout are required")
 
     train = load_images(args.train, cfg)
-    heldout = load_images(args.heldout, cfg)[:args.eval_images]
+    heldout = load_images(args.heldout, cfg)
+    # evenly spaced, so every digit counts (the held-out file is sorted by label)
+    heldout = heldout[torch.linspace(0, len(heldout) - 1, min(args.eval_images, len(heldout))).long()]
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     step, seen, history = 0, 0, []
     if state:
