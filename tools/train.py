@@ -67,6 +67,8 @@ def parse_args():
                         help=f"model {key} (default {val}; ignored when resuming)")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--head-lr-mult", type=float, default=1.0,
+                    help="learning rate multiplier for the output head (predictor)")
     ap.add_argument("--warmup", type=int, default=300, help="linear warm-up steps")
     ap.add_argument("--clip", type=float, default=1.0, help="gradient norm clip")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: never)")
@@ -123,14 +125,25 @@ def main():
     heldout = load_images(args.heldout, cfg)
     # evenly spaced, so every digit counts (the held-out file is sorted by label)
     heldout = heldout[torch.linspace(0, len(heldout) - 1, min(args.eval_images, len(heldout))).long()]
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    # The head's outputs (mixture means and log scales) must travel far, to -7 and +-1: Adam moves
+    # each parameter about lr per step, so the head may take a larger rate.
+    head = [p for n, p in model.named_parameters() if n.startswith("predictor.")]
+    body = [p for n, p in model.named_parameters() if not n.startswith("predictor.")]
+    opt = torch.optim.AdamW([{"params": body, "lr_mult": 1.0},
+                             {"params": head, "lr_mult": args.head_lr_mult}],
+                            lr=args.lr, weight_decay=0.0)
     step, seen, history = 0, 0, []
     if state:
-        opt.load_state_dict(state["optimizer"])
+        saved = state["optimizer"]
+        if len(saved["param_groups"]) == 1:  # a checkpoint from before the head had its own group
+            g, nb = saved["param_groups"][0], len(body)  # the predictor's parameters come last
+            saved["param_groups"] = [dict(g, params=g["params"][:nb], lr_mult=1.0),
+                                     dict(g, params=g["params"][nb:], lr_mult=1.0)]
+        opt.load_state_dict(saved)
         step, seen, history = state["step"], state["images_seen"], state["history"]
         print(f"resumed {args.ckpt} at step {step}, {seen} images seen", flush=True)
-    for group in opt.param_groups:
-        group["lr"] = args.lr
+    for group, mult in zip(opt.param_groups, (1.0, args.head_lr_mult)):
+        group["lr_mult"] = mult  # the flag wins over a resumed checkpoint's value
 
     stop = {"now": False}
 
@@ -159,7 +172,7 @@ def main():
         batch = train[order[pos:pos + args.batch]].to(device)
         pos += args.batch
         for group in opt.param_groups:
-            group["lr"] = args.lr * min(1.0, (step + 1) / args.warmup)
+            group["lr"] = args.lr * group["lr_mult"] * min(1.0, (step + 1) / args.warmup)
         with autocast(device, use_bf16):
             loss = tm.bits_per_dim(model, batch).mean()
         opt.zero_grad(set_to_none=True)
