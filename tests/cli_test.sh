@@ -169,6 +169,12 @@ expect_ok "$TARNN" bench --shape cifar10 --batch 2 --steps 2 --json "$work/b-c.j
 bench_json "$work/b-c.json" linear 2 3071 540672 540672 && ok || bad "bench --shape cifar10 JSON"
 expect_ok "$TARNN" bench --model "$MNIST" --attention softmax --batch 1 --steps 2
 expect_error "--attention" "$TARNN" bench --model "$SMALL" --attention quadratic
+# the plots of docs/RESULTS.md, from these files
+expect_ok $PY "$SRC/tools/plot_bench.py" --out-dir "$work/plots" "$work"/b-*.json
+for f in bench-time-per-pixel.png bench-images-per-second.png; do
+  [ -s "$work/plots/$f" ] && ok || bad "plot_bench.py did not write $f"
+done
+grep -q "softmax, recompute prefix | 2 | all 39" "$work/out" && ok || bad "plot_bench.py table: $(cat "$work/out")"
 expect_error "of KV cache needs" "$TARNN" bench --shape cifar10 --attention softmax --batch 10000
 
 # --- the shipped model: the README's sampling command writes a grid of 64 digits
