@@ -35,6 +35,14 @@ std::string cpu_name() {
   return "unknown CPU";
 }
 
+// The 1-minute load average when the run started: other work on the machine skews the figures.
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double l = -1;
+  in >> l;
+  return l;
+}
+
 // The three ways the paper's Tables 1 and 2 and Figure 1 run the same weights.
 enum class Kind { Linear, Softmax, Recompute };
 
@@ -244,6 +252,7 @@ int run_bench(const BenchArgs &a) {
   if (kind == Kind::Recompute)
     check_memory(double(threads) * memory, std::to_string(threads) + " threads' prefixes");
 
+  const double load = load_average();
   const double peak = gemm_peak_gflops(threads);
   const CpuWeights w(m);
   std::unique_ptr<CpuStatePool> pool;
@@ -326,8 +335,8 @@ int run_bench(const BenchArgs &a) {
                      std::to_string(L));
   }
   const std::string name = a.model.empty() ? "random:" + a.shape : a.model;
-  std::printf("%s, %s, batch %d, %d threads, %s\n", name.c_str(), form_of(kind), B, threads,
-              cpu_name().c_str());
+  std::printf("%s, %s, batch %d, %d threads, %s (load average %.2f at the start)\n", name.c_str(),
+              form_of(kind), B, threads, cpu_name().c_str(), load);
   std::printf("  images/s          %s%s\n", fmt("%.4g", ips).c_str(),
               extrapolated ? ("  [" + how + "]").c_str() : "  [all positions measured]");
   std::printf("  full length       %.4g s for %d images (mean %.4g ms per step)\n", full, B,
@@ -350,29 +359,30 @@ int run_bench(const BenchArgs &a) {
     nlohmann::json st = nlohmann::json::array();
     for (const auto &[t, s] : step_times)
       st.push_back({t, s});
-    const nlohmann::json j = {{"machine", {{"cpu", cpu_name()}, {"threads", threads}}},
-                              {"device", a.device},
-                              {"model", name},
-                              {"attention", a.attention},
-                              {"attention_form", form_of(kind)},
-                              {"batch", B},
-                              {"positions", L},
-                              {"steps_measured", steps},
-                              {"extrapolated", extrapolated},
-                              {"extrapolation", how},
-                              {"seconds_measured", secs},
-                              {"seconds_full_length", full},
-                              {"images_per_second", ips},
-                              {"ms_per_step", full / L * 1e3},
-                              {"step_times", st},
-                              {"gflop_per_image", gflop_per_image},
-                              {"gflops_achieved", gflops},
-                              {"peak_gflops", peak},
-                              {"peak_fraction", gflops / peak},
-                              {"peak_gemm_shape", {kPeakRows, kPeakIn, kPeakOut}},
-                              {"memory_bytes_per_image", memory},
-                              {"memory_kind", memory_kind},
-                              {"state_bytes_per_image", c.state_floats_per_image() * 4}};
+    const nlohmann::json j = {
+        {"machine", {{"cpu", cpu_name()}, {"threads", threads}, {"load_average", load}}},
+        {"device", a.device},
+        {"model", name},
+        {"attention", a.attention},
+        {"attention_form", form_of(kind)},
+        {"batch", B},
+        {"positions", L},
+        {"steps_measured", steps},
+        {"extrapolated", extrapolated},
+        {"extrapolation", how},
+        {"seconds_measured", secs},
+        {"seconds_full_length", full},
+        {"images_per_second", ips},
+        {"ms_per_step", full / L * 1e3},
+        {"step_times", st},
+        {"gflop_per_image", gflop_per_image},
+        {"gflops_achieved", gflops},
+        {"peak_gflops", peak},
+        {"peak_fraction", gflops / peak},
+        {"peak_gemm_shape", {kPeakRows, kPeakIn, kPeakOut}},
+        {"memory_bytes_per_image", memory},
+        {"memory_kind", memory_kind},
+        {"state_bytes_per_image", c.state_floats_per_image() * 4}};
     write_text_file(a.json, j.dump(2) + "\n");
   }
   return 0;
