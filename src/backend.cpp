@@ -17,6 +17,10 @@ void check_device(const std::string &device) {
 
 void run_rollout(const std::string &device, bool tf32, const Model &m, const CpuWeights &w,
                  const Rollout &job, const RunOptions &opt) {
+  if (m.config.attention != "linear") // the decoders step S and z; a softmax model needs a cache
+    throw Error(m.source + ": config.json says attention \"" + m.config.attention +
+                "\": sample, score and complete run linear attention in RNN mode only (bench "
+                "--attention softmax runs such models)");
   if (device != "cuda")
     return run_cpu(w, job, opt);
   CudaOptions co;

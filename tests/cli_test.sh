@@ -41,6 +41,8 @@ expect_error "not available" "$TARNN" sample --model "$SMALL" --device tpu -o "$
 [ -e "$work/none.png" ] && bad "a failed run left an output file" || ok
 ls "$work"/*.tmp 2>/dev/null && bad "a temporary file was left behind" || ok
 
+expect_error "run linear attention in RNN mode only" "$TARNN" sample --model "$SRC/tests/golden/small-softmax" -n 1 -o "$work/none.png"
+
 # --- scoring
 expect_ok "$TARNN" score --model "$SMALL" --images "$SMALL/inputs-idx-ubyte"
 got=$(awk '{print $2}' "$work/out")
@@ -80,6 +82,67 @@ need = ['machine', 'attention', 'batch', 'positions', 'steps_measured', 'extrapo
 sys.exit(not (all(k in j for k in need) and j['extrapolated'] and j['images_per_second'] > 0))" && ok || bad "bench JSON fields"
 expect_error "--steps must be" "$TARNN" bench --model "$SMALL" --steps -2
 expect_error "--shape" "$TARNN" bench --shape imagenet
+
+# --- bench against the softmax baselines: the same JSON for each attention
+# bench_json FILE ATTENTION STEPS POSITIONS MEMORY_BYTES STATE_BYTES: the fields the results page
+# and tools/plot_bench.py read. Linear times the first STEPS positions, softmax spreads them.
+bench_json() {
+  $PY - "$@" <<'PYEOF'
+import json, sys
+path, attention, steps, L, memory, state = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+j = json.load(open(path))
+need = ['machine', 'attention', 'batch', 'positions', 'steps_measured', 'extrapolated',
+        'images_per_second', 'ms_per_step', 'gflops_achieved', 'state_bytes_per_image',
+        'memory_bytes_per_image', 'peak_gflops', 'peak_fraction', 'step_times',
+        'seconds_full_length', 'gflop_per_image']
+missing = [k for k in need if k not in j]
+assert not missing, f"missing {missing}"
+ts = [t for t, s in j['step_times']]
+if steps >= L:
+    want = list(range(L))
+elif attention == 'linear':
+    want = list(range(steps))
+else:
+    want = [round(i * (L - 1) / (steps - 1)) for i in range(steps)]
+checks = {
+    'attention': j['attention'] == attention, 'positions': j['positions'] == L,
+    'steps_measured': j['steps_measured'] == len(ts) == min(steps, L),
+    'extrapolated': j['extrapolated'] == (steps < L), 'measured positions': ts == want,
+    'step times': all(s > 0 for t, s in j['step_times']),
+    'images/s': j['images_per_second'] > 0 and j['gflops_achieved'] > 0 and j['peak_gflops'] > 0,
+    'memory': j['memory_bytes_per_image'] == memory if memory else j['memory_bytes_per_image'] > 0,
+    'state': j['state_bytes_per_image'] == state,
+}
+bad = [k for k, ok in checks.items() if not ok]
+assert not bad, f"wrong {bad}: {json.dumps({k: v for k, v in j.items() if k != 'step_times'})}"
+PYEOF
+}
+# small: L = 39; state 2 layers x 3 heads x (36 + 6) floats; KV 2 x 39 x 2 layers x 18 floats
+for a in linear softmax softmax-recompute; do
+  mem=$([ $a = linear ] && echo 1008 || ([ $a = softmax ] && echo 11232 || echo 0))
+  expect_ok "$TARNN" bench --model "$SMALL" --attention $a --batch 3 --steps 3 --threads 2 --json "$work/b-$a.json"
+  grep -q "extrapolated from 3 of 39 positions" "$work/out" && ok || bad "bench --attention $a does not say it extrapolated"
+  bench_json "$work/b-$a.json" $a 3 39 $mem 1008 && ok || bad "bench --attention $a JSON"
+  expect_ok "$TARNN" bench --model "$SMALL" --attention $a --batch 2 --steps 0 --json "$work/b-$a-all.json"
+  grep -q "all positions measured" "$work/out" && ok || bad "bench --attention $a --steps 0 does not say all were measured"
+  bench_json "$work/b-$a-all.json" $a 39 39 $mem 1008 && ok || bad "bench --attention $a --steps 0 JSON"
+done
+# the paper's shapes with random weights: MNIST's KV cache is 47x its state; CIFAR-10 is 3071 long
+expect_ok "$TARNN" bench --shape mnist --attention softmax --batch 1 --steps 2 --json "$work/b-m.json"
+bench_json "$work/b-m.json" softmax 2 783 12828672 270336 && ok || bad "bench --shape mnist softmax JSON"
+expect_ok "$TARNN" bench --shape mnist --attention softmax-recompute --batch 1 --steps 2 --json "$work/b-mr.json"
+bench_json "$work/b-mr.json" softmax-recompute 2 783 0 270336 && ok || bad "bench --shape mnist softmax-recompute JSON"
+expect_ok "$TARNN" bench --shape cifar10 --batch 2 --steps 2 --json "$work/b-c.json"
+bench_json "$work/b-c.json" linear 2 3071 540672 540672 && ok || bad "bench --shape cifar10 JSON"
+expect_ok "$TARNN" bench --model "$MNIST" --attention softmax --batch 1 --steps 2
+expect_error "--attention" "$TARNN" bench --model "$SMALL" --attention quadratic
+# the plots of docs/RESULTS.md, from these files
+expect_ok $PY "$SRC/tools/plot_bench.py" --out-dir "$work/plots" "$work"/b-*.json
+for f in bench-time-per-pixel.png bench-images-per-second.png; do
+  [ -s "$work/plots/$f" ] && ok || bad "plot_bench.py did not write $f"
+done
+grep -q "softmax, recompute prefix | 2 | all 39" "$work/out" && ok || bad "plot_bench.py table: $(cat "$work/out")"
+expect_error "of KV cache needs" "$TARNN" bench --shape cifar10 --attention softmax --batch 10000
 
 # --- the shipped model: the README's sampling command writes a grid of 64 digits
 if [ -d "$SRC/models/mnist" ]; then

@@ -3,10 +3,15 @@
 
     tools/random_model.py --config mnist --seed 1 --out /tmp/m
     tools/random_model.py --config small --seed 1 --out tests/golden/small --golden 3
+    tools/random_model.py --config small --seed 1 --attention softmax \
+        --out tests/golden/small-softmax --golden 3
 
 --config is mnist (the paper's MNIST size), cifar10, small (a reduced size for committed
 goldens) or a path to a config.json. Weights use torch's default initialisation from --seed, with
 the LayerNorm weights and biases perturbed so that a loader that ignores them fails the tests.
+
+--attention overrides the config's attention (linear or softmax, same weights for a given seed);
+the golden's expected values then come from that attention's parallel form.
 
 --golden N also writes, from the parallel (causal, equation 9) form of tools/tarnn_model.py run in
 float64: inputs-idx-ubyte (N images: random bytes, all black, sparse strokes), expected.json
@@ -66,12 +71,15 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
     ap.add_argument("--golden", type=int, default=0, help="also write N golden images")
+    ap.add_argument("--attention", choices=["linear", "softmax"], help="override the config's")
     args = ap.parse_args()
     if args.config in CONFIGS:
         cfg = CONFIGS[args.config]
     else:
         with open(args.config) as f:
             cfg = json.load(f)
+    if args.attention:
+        cfg = dict(cfg, attention=args.attention)
     model = random_model(cfg, args.seed)
     tm.save_model_dir(model, args.out, {"source": f"random init, seed {args.seed}"}, args.dtype)
     if args.golden:
