@@ -114,29 +114,20 @@ struct Slice {
   virtual void step(int t, const uint8_t *images, int T, float *o) = 0;
 };
 
-struct LinearSlice : Slice {
-  LinearSlice(const CpuWeights &w, CpuStatePool &pool, int first, int rows)
-      : dec(w, pool, first, rows), cur(rows) {}
+// A stateful decoder (RNN state or KV cache) fed the slice's byte at t.
+template <class Decoder, class Memory> struct StatefulSlice : Slice {
+  StatefulSlice(const CpuWeights &w, Memory &memory, int first, int rows)
+      : dec(w, memory, first, rows), cur(rows) {}
   void step(int t, const uint8_t *images, int T, float *o) override {
     for (size_t r = 0; r < cur.size(); ++r)
       cur[r] = images[r * T + t];
     dec.step(t, cur.data(), o);
   }
-  CpuDecoder dec;
+  Decoder dec;
   std::vector<uint8_t> cur;
 };
-
-struct KvSlice : Slice {
-  KvSlice(const CpuWeights &w, KvCache &cache, int first, int rows)
-      : dec(w, cache, first, rows), cur(rows) {}
-  void step(int t, const uint8_t *images, int T, float *o) override {
-    for (size_t r = 0; r < cur.size(); ++r)
-      cur[r] = images[r * T + t];
-    dec.step(t, cur.data(), o);
-  }
-  KvCacheDecoder dec;
-  std::vector<uint8_t> cur;
-};
+using LinearSlice = StatefulSlice<CpuDecoder, CpuStatePool>;
+using KvSlice = StatefulSlice<KvCacheDecoder, KvCache>;
 
 struct RecomputeSlice : Slice {
   RecomputeSlice(const CpuWeights &w, int rows) : dec(w, rows) {}

@@ -1,8 +1,9 @@
 # Shared by the end-to-end scripts: a scratch folder, counters and the checks they count.
 # Source it after setting TARNN and SRC; it defines SMALL, MNIST, PY and work.
+# need_mnist: for scripts that use the MNIST-size golden model.
 set -u
 SMALL=$SRC/tests/golden/small
-MNIST=${TARNN_GOLDEN_MNIST:?run through ctest, whose fixture makes the MNIST-size model}
+MNIST=${TARNN_GOLDEN_MNIST:-} # made by ctest's fixture; scripts that use it say so
 PY=/usr/bin/python3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -32,3 +33,4 @@ finish() {
   echo "$pass passed, $fail failed"
   [ $fail -eq 0 ]
 }
+need_mnist() { : "${MNIST:?run through ctest, whose fixture makes the MNIST-size model}"; }

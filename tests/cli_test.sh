@@ -4,6 +4,7 @@
 TARNN=$1
 SRC=$2
 source "$(dirname "$0")/cli_lib.sh"
+need_mnist
 
 # --- help and flags
 expect_ok "$TARNN" --help

@@ -5,6 +5,7 @@
 TARNN=$1
 SRC=$2
 source "$(dirname "$0")/cli_lib.sh"
+need_mnist
 
 # A dependency-free PNG reader (8-bit, non-interlaced) and writer for the checks below.
 cat >"$work/png.py" <<'PYEOF'

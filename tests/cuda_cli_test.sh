@@ -3,18 +3,9 @@
 # match the CPU's in nearly every pixel. Without one (or without a CUDA build): each command is
 # one line on stderr naming why, a non-zero exit, and no output file.
 # usage: cuda_cli_test.sh TARNN SOURCE_DIR
-set -u
 TARNN=$1
-SMALL=$2/tests/golden/small
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() {
-  echo "FAIL: $*"
-  fail=$((fail + 1))
-}
+SRC=$2
+source "$(dirname "$0")/cli_lib.sh"
 
 "$TARNN" sample --device cuda --model "$SMALL" -n 4 --seed 3 -o "$work/g.png" >"$work/out" 2>"$work/err"
 rc=$?
@@ -39,5 +30,4 @@ else
     [ $? -ne 0 ] && [ "$(wc -l <"$work/err")" -eq 1 ] && grep -qE "no CUDA device|not available in this build" "$work/err" && ok || bad "$cmd --device cuda: $(cat "$work/err")"
   done
 fi
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish
