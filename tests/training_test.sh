@@ -51,6 +51,16 @@ check "resume 3 more steps" $PY "$SRC/tools/train.py" --train "$work/train-idx" 
   --ckpt "$work/ckpt.pt" --max-steps 8 --batch 4 --eval-every 1000 --threads 1
 grep -q "resumed .* at step 5" "$work/out" && pass=$((pass + 1)) || { echo "FAIL: did not resume at step 5"; fail=$((fail + 1)); }
 check "export" $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/model"
+refuses "--ema without averaged weights" "holds no averaged weights" $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/m-ema" --ema
+check "train with --ema" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
+  --ckpt "$work/ckpt-ema.pt" "${tiny[@]}" --max-steps 4 --batch 4 --eval-every 2 --eval-images 4 --threads 1 --ema 0.5
+grep -q "averaged weights" "$work/out" && pass=$((pass + 1)) || { echo "FAIL: --ema evals"; fail=$((fail + 1)); }
+check "export --ema" $PY "$SRC/tools/export.py" "$work/ckpt-ema.pt" --out "$work/m-ema" --ema
+check "eval --use-ema" $PY "$SRC/tools/train.py" --eval-only --use-ema --ckpt "$work/ckpt-ema.pt" --heldout "$work/held-idx"
+ema_torch=$(awk '/heldout bits\/dim/ {print $3}' "$work/out")
+check "engine score of averaged weights" "$TARNN" score --model "$work/m-ema" --images "$work/held-idx"
+ema_engine=$(awk '/bits\/dim/ {print $2}' "$work/out")
+check "averaged weights agree to 1e-4" $PY -c "import sys; sys.exit(not abs($ema_torch - $ema_engine) <= 1e-4)"
 check "pytorch fp32 eval" $PY "$SRC/tools/train.py" --eval-only --ckpt "$work/ckpt.pt" --heldout "$work/held-idx"
 torch_bpd=$(awk '/heldout bits\/dim/ {print $3}' "$work/out")
 check "engine score" "$TARNN" score --model "$work/model" --images "$work/held-idx"

@@ -63,9 +63,15 @@ def main():
         ap.add_argument("--" + key.replace("_", "-"), type=type(val), default=None,
                         help=f"override {key} of --config")
     ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
+    ap.add_argument("--ema", action="store_true",
+                    help="export train.py's averaged weights (its --ema) instead of the last ones")
     args = ap.parse_args()
 
     state, cfg, ckpt = load_checkpoint(args.checkpoint)
+    if args.ema:
+        if "ema_state" not in ckpt:
+            fail(f"{args.checkpoint}: --ema, but the checkpoint holds no averaged weights")
+        state = ckpt["ema_state"]
     if cfg is None:
         if not args.config:
             fail(f"{args.checkpoint} holds no config: give --config mnist (or a config.json)")
@@ -88,6 +94,8 @@ def main():
     for key in ("step", "images_seen"):
         if key in ckpt:
             meta[key] = ckpt[key]
+    if args.ema:
+        meta["weights"] = f"exponential moving average, decay {ckpt.get('ema_decay')}"
     tm.save_model_dir(model, args.out, meta, args.dtype)
     print(f"exported {args.checkpoint} -> {args.out} ({tm.param_count(cfg)} parameters, "
           f"{args.dtype})")
