@@ -73,10 +73,10 @@ struct Outcome {
   std::vector<double> log_prob;
 };
 
-Outcome cuda_run(const Model &m, int64_t n, uint64_t seed, const uint8_t *given = nullptr,
-                 const uint8_t *known = nullptr, int64_t batch = 0, int64_t first = 0,
-                 bool graph = true) {
-  Outcome r{std::vector<uint8_t>(size_t(n) * m.config.bytes_per_image()), std::vector<double>(n)};
+// A rollout of n images whose output and log-likelihoods land in r (both backends take the same).
+Rollout job_for(Outcome &r, const Model &m, int64_t n, uint64_t seed, const uint8_t *given,
+                const uint8_t *known, int64_t first = 0) {
+  r = Outcome{std::vector<uint8_t>(size_t(n) * m.config.bytes_per_image()), std::vector<double>(n)};
   Rollout job;
   job.count = n;
   job.seed = seed;
@@ -85,6 +85,14 @@ Outcome cuda_run(const Model &m, int64_t n, uint64_t seed, const uint8_t *given 
   job.known = known;
   job.out = r.images.data();
   job.log_prob = r.log_prob.data();
+  return job;
+}
+
+Outcome cuda_run(const Model &m, int64_t n, uint64_t seed, const uint8_t *given = nullptr,
+                 const uint8_t *known = nullptr, int64_t batch = 0, int64_t first = 0,
+                 bool graph = true) {
+  Outcome r;
+  const Rollout job = job_for(r, m, n, seed, given, known, first);
   CudaOptions opt;
   opt.batch = batch;
   opt.graph = graph;
@@ -94,15 +102,9 @@ Outcome cuda_run(const Model &m, int64_t n, uint64_t seed, const uint8_t *given 
 
 Outcome cpu_run(const Model &m, int64_t n, uint64_t seed, const uint8_t *given = nullptr,
                 const uint8_t *known = nullptr) {
-  Outcome r{std::vector<uint8_t>(size_t(n) * m.config.bytes_per_image()), std::vector<double>(n)};
+  Outcome r;
+  const Rollout job = job_for(r, m, n, seed, given, known);
   const CpuWeights w(m);
-  Rollout job;
-  job.count = n;
-  job.seed = seed;
-  job.given = given;
-  job.known = known;
-  job.out = r.images.data();
-  job.log_prob = r.log_prob.data();
   run_cpu(w, job, RunOptions{int(n), default_threads(), false, nullptr});
   return r;
 }
