@@ -68,6 +68,18 @@ engine_bpd=$(awk '/bits\/dim/ {print $2}' "$work/out")
 echo "held-out bits/dim: PyTorch $torch_bpd, engine $engine_bpd"
 check "agree to 1e-4" $PY -c "import sys; sys.exit(not abs($torch_bpd - $engine_bpd) <= 1e-4)"
 
+check "--minutes stops and checkpoints" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
+  --ckpt "$work/ckpt-min.pt" "${tiny[@]}" --minutes 0.0001 --batch 4 --eval-every 1000 --threads 1
+grep -q "minutes: checkpointing and stopping" "$work/out" && [ -s "$work/ckpt-min.pt" ] && pass=$((pass + 1)) ||
+  { echo "FAIL: --minutes"; fail=$((fail + 1)); }
+check "learning-rate schedule: warm-up, constant, cosine decay, final" env PYTHONPATH="$SRC/tools" $PY -c "
+import sys, types, train
+a = types.SimpleNamespace(lr=1e-3, warmup=10, decay_start=100, decay_steps=50, lr_final=1e-4)
+want = {0: 1e-4, 9: 1e-3, 99: 1e-3, 100: 1e-3, 125: 5.5e-4, 150: 1e-4, 10**6: 1e-4}
+got = {s: train.learning_rate(a, s) for s in want}
+a.decay_steps = 0
+sys.exit(not (all(abs(got[s] - want[s]) < 1e-12 for s in want) and train.learning_rate(a, 10**6) == 1e-3))"
+
 check "continue from an exported folder" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
   --ckpt "$work/ckpt2.pt" --init-from "$work/model" --max-steps 2 --batch 4 --eval-every 1000 --threads 1
 grep -q "initialised from" "$work/out" && pass=$((pass + 1)) || { echo "FAIL: --init-from"; fail=$((fail + 1)); }

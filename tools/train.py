@@ -57,6 +57,16 @@ def evaluate(model, images, device, batch, use_bf16):
     return torch.cat(total).mean().item()
 
 
+def learning_rate(args, step):
+    """Linear warm-up, constant, then an optional cosine decay; a pure function of the step, so a
+    resumed run continues the same schedule."""
+    lr = args.lr * min(1.0, (step + 1) / args.warmup)
+    if args.decay_steps > 0 and step >= args.decay_start:
+        f = min(1.0, (step - args.decay_start) / args.decay_steps)
+        lr = args.lr_final + (lr - args.lr_final) * 0.5 * (1.0 + math.cos(math.pi * f))
+    return lr
+
+
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--train", help="training images (IDX)")
@@ -73,6 +83,14 @@ def parse_args():
     ap.add_argument("--warmup", type=int, default=300, help="linear warm-up steps")
     ap.add_argument("--clip", type=float, default=1.0, help="gradient norm clip")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: never)")
+    ap.add_argument("--minutes", type=float, default=0.0,
+                    help="stop (and checkpoint) after this many minutes of this run (0: never)")
+    ap.add_argument("--decay-start", type=int, default=0, metavar="STEP",
+                    help="step at which a cosine decay of the learning rate to --lr-final begins")
+    ap.add_argument("--decay-steps", type=int, default=0,
+                    help="length of that decay in steps (0: constant learning rate after warm-up)")
+    ap.add_argument("--lr-final", type=float, default=0.0,
+                    help="learning rate at the end of the decay and after it")
     ap.add_argument("--ckpt-minutes", type=float, default=5.0)
     ap.add_argument("--eval-every", type=int, default=200, help="steps between held-out evals")
     ap.add_argument("--eval-images", type=int, default=200, help="held-out images per eval")
@@ -186,13 +204,17 @@ def main():
     gen = torch.Generator().manual_seed(args.seed + step)
     order, pos = torch.randperm(len(train), generator=gen), 0
     last_save, t0, window = time.time(), time.time(), []
+    started = time.time()
     while not stop["now"] and (not args.max_steps or step < args.max_steps):
+        if args.minutes and time.time() - started > args.minutes * 60:
+            print(f"{args.minutes:g} minutes: checkpointing and stopping", flush=True)
+            break
         if pos + args.batch > len(order):
             order, pos = torch.randperm(len(train), generator=gen), 0
         batch = train[order[pos:pos + args.batch]].to(device)
         pos += args.batch
         for group in opt.param_groups:
-            group["lr"] = args.lr * group["lr_mult"] * min(1.0, (step + 1) / args.warmup)
+            group["lr"] = learning_rate(args, step) * group["lr_mult"]
         with autocast(device, use_bf16):
             loss = tm.bits_per_dim(model, batch).mean()
         opt.zero_grad(set_to_none=True)
@@ -209,7 +231,7 @@ def main():
         if step % 20 == 0:
             rate = 20 * args.batch / (time.time() - t0)
             print(f"step {step} images {seen} train bits/dim {np.mean(window):.4f} "
-                  f"({rate:.1f} images/s)", flush=True)
+                  f"({rate:.1f} images/s, lr {learning_rate(args, step - 1):.3g})", flush=True)
             t0, window = time.time(), []
         if step % args.eval_every == 0:
             bpd = evaluate(model, heldout, device, args.batch, use_bf16)
