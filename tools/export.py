@@ -12,6 +12,11 @@ Accepts
     pos_embedding.pe [1, L, d_model/2], transformer.layers.*, transformer.norm.*, predictor.*).
 Every key and shape is checked against the config; a missing, extra or misshapen tensor is an
 error that names it, and nothing is written.
+
+A .pt/.pth checkpoint is a Python pickle: loading one can run code its author put in it. Export
+only checkpoints you trust (torch >= 2.6 loads with weights_only by default and refuses code;
+Debian's torch 1.13 cannot, since its weights-only loader rejects the floats every optimizer
+state holds). The engine itself never reads pickles: model.safetensors is plain data.
 """
 
 import argparse
