@@ -50,6 +50,11 @@ check "train 5 steps" $PY "$SRC/tools/train.py" --train "$work/train-idx" --held
 check "resume 3 more steps" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
   --ckpt "$work/ckpt.pt" --max-steps 8 --batch 4 --eval-every 1000 --threads 1
 grep -q "resumed .* at step 5" "$work/out" && pass=$((pass + 1)) || { echo "FAIL: did not resume at step 5"; fail=$((fail + 1)); }
+$PY -c "
+import torch; c = torch.load('$work/ckpt.pt'); g = c['optimizer']['param_groups']
+g[0]['params'] += g[1]['params']; del g[1:]; torch.save(c, '$work/one-group.pt')"
+check "resume a checkpoint whose optimizer has other parameter groups" $PY "$SRC/tools/train.py" --train "$work/train-idx" \
+  --heldout "$work/held-idx" --ckpt "$work/one-group.pt" --max-steps 9 --batch 4 --eval-every 1000 --threads 1
 check "export" $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/model"
 refuses "--ema without averaged weights" "holds no averaged weights" $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/m-ema" --ema
 check "train with --ema" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
