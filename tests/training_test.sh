@@ -49,7 +49,13 @@ check "train 5 steps" $PY "$SRC/tools/train.py" --train "$work/train-idx" --held
   --ckpt "$work/ckpt.pt" "${tiny[@]}" --max-steps 5 --batch 4 --eval-every 1000 --threads 1
 check "resume 3 more steps" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
   --ckpt "$work/ckpt.pt" --max-steps 8 --batch 4 --eval-every 1000 --threads 1
-grep -q "resumed .* at step 5" "$work/out" && pass=$((pass + 1)) || { echo "FAIL: did not resume at step 5"; fail=$((fail + 1)); }
+grep -q "resumed .* at step 5" "$work/out" && ! grep -q easing "$work/out" && pass=$((pass + 1)) ||
+  { echo "FAIL: did not resume at step 5, or eased an unchanged schedule"; fail=$((fail + 1)); }
+cp "$work/ckpt.pt" "$work/ckpt-fast.pt"
+check "resume at a higher rate" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
+  --ckpt "$work/ckpt-fast.pt" --lr 1e-2 --max-steps 9 --batch 4 --eval-every 1000 --threads 1
+grep -q "easing the learning rate from .* over 300 steps" "$work/out" && pass=$((pass + 1)) ||
+  { echo "FAIL: a changed rate was not eased into"; fail=$((fail + 1)); }
 $PY -c "
 import torch; c = torch.load('$work/ckpt.pt'); g = c['optimizer']['param_groups']
 g[0]['params'] += g[1]['params']; del g[1:]; torch.save(c, '$work/one-group.pt')"
@@ -83,7 +89,9 @@ a = types.SimpleNamespace(lr=1e-3, warmup=10, decay_start=100, decay_steps=50, l
 want = {0: 1e-4, 9: 1e-3, 99: 1e-3, 100: 1e-3, 125: 5.5e-4, 150: 1e-4, 10**6: 1e-4}
 got = {s: train.learning_rate(a, s) for s in want}
 a.decay_steps = 0
-sys.exit(not (all(abs(got[s] - want[s]) < 1e-12 for s in want) and train.learning_rate(a, 10**6) == 1e-3))"
+eased = [train.learning_rate(a, s, (200, 1e-5)) for s in (200, 204, 209, 300)]
+sys.exit(not (all(abs(got[s] - want[s]) < 1e-12 for s in want) and train.learning_rate(a, 10**6) == 1e-3
+              and all(abs(x - y) < 1e-12 for x, y in zip(eased, (1.09e-4, 5.05e-4, 1e-3, 1e-3)))))"
 
 check "continue from an exported folder" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
   --ckpt "$work/ckpt2.pt" --init-from "$work/model" --max-steps 2 --batch 4 --eval-every 1000 --threads 1
