@@ -219,8 +219,8 @@ def main():
     use_bf16 = not args.fp32
     gen = torch.Generator().manual_seed(args.seed + step)
     order, pos = torch.randperm(len(train), generator=gen), 0
-    last_save, t0, window = time.time(), time.time(), []
-    started = time.time()
+    started = last_save = t0 = time.time()
+    window = []
     while not stop["now"] and (not args.max_steps or step < args.max_steps):
         if args.minutes and time.time() - started > args.minutes * 60:
             print(f"{args.minutes:g} minutes: checkpointing and stopping", flush=True)
