@@ -1,15 +1,13 @@
-// y = act(y + b) in place over [rows, n]: the epilogue of the GEMMs whose bias cannot ride along in
-// a kernel that follows (the first feed-forward layer and the output head). cuBLAS leaves the bare
-// product; adding the bias here, as acc + b then act, rounds exactly as the CPU GEMM's epilogue.
+// y = act(y + b) in place over [rows, n]: the epilogue of a GEMM that leaves the bare product
+// (cuBLAS). Adding the bias here, as acc + b then act, rounds exactly as the CPU GEMM's epilogue.
 #pragma once
 
 #include <cstddef>
 
+#include "tarnn/config.h"
 #include "tarnn_math.h"
 
 namespace tarnn {
-
-enum class Act : int { None = 0, Relu = 1, Gelu = 2 };
 
 TARNN_HD float activate(float y, Act a) {
   return a == Act::Relu ? relu(y) : a == Act::Gelu ? gelu(y) : y;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../src/error.h"
+#include "tarnn/error.h"
 #include "tarnn_math.h"
 
 namespace tarnn {

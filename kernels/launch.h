@@ -12,12 +12,11 @@ namespace tarnn {
 
 void launch_embedding(float *x, const float *E, const float *P, const uint8_t *cur,
                       const StepParams *p, int rows, int d_model, cudaStream_t s);
-void launch_linear_attention(const float *qkv, const float *bias, float *state, float *att,
-                             int rows, int layer, int n_layers, int n_heads, int d_head,
-                             cudaStream_t s);
+void launch_linear_attention(const float *qkv, float *state, float *att, int rows, int layer,
+                             int n_layers, int n_heads, int d_head, cudaStream_t s);
 void launch_bias_act(float *y, const float *b, int rows, int n, Act a, cudaStream_t s);
-void launch_residual_layernorm(float *x, const float *y, const float *b, const float *w,
-                               const float *nb, int rows, int n, cudaStream_t s);
+void launch_residual_layernorm(float *x, const float *y, const float *w, const float *nb, int rows,
+                               int n, cudaStream_t s);
 void launch_sample_bytes(const float *o, int K, const uint8_t *given, const uint8_t *known, int T,
                          uint8_t *cur, uint8_t *out, double *log_prob, const StepParams *p,
                          int rows, cudaStream_t s);

@@ -5,7 +5,6 @@
 // (docs/CUDA.md).
 #include <cmath>
 
-#include "../src/cuda_backend.h"
 #include "cuda_util.h"
 #include "launch.h"
 #include "linear_attention.h"
@@ -16,9 +15,8 @@ namespace {
 
 // DH > 0: d_head known at compile time (the paper's 32), so the walk over i unrolls.
 template <int DH>
-__global__ void linear_attention_kernel(const float *qkv, const float *bias, float *state,
-                                        float *att, int rows, int layer, int n_layers, int n_heads,
-                                        int d_runtime) {
+__global__ void linear_attention_kernel(const float *qkv, float *state, float *att, int rows,
+                                        int layer, int n_layers, int n_heads, int d_runtime) {
   const int d = DH > 0 ? DH : d_runtime;
   extern __shared__ float shared[]; // per pair: phi(q), phi(k), old z; d floats each
   const int g = threadIdx.y, j = threadIdx.x;
@@ -31,7 +29,7 @@ __global__ void linear_attention_kernel(const float *qkv, const float *bias, flo
   if (active) {
     S = state + state_block_offset(r, layer, h, n_layers, n_heads, d);
     z = S + size_t(d) * d;
-    attention_load(j, qkv + size_t(r) * 3 * A, bias, A, h, d, z, fq, fk, z_old, &v_j);
+    attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq, fk, z_old, &v_j);
   }
   __syncthreads(); // every thread reaches it: inactive ones only skip the work
   if (active)
@@ -40,9 +38,8 @@ __global__ void linear_attention_kernel(const float *qkv, const float *bias, flo
 
 } // namespace
 
-void launch_linear_attention(const float *qkv, const float *bias, float *state, float *att,
-                             int rows, int layer, int n_layers, int n_heads, int d_head,
-                             cudaStream_t s) {
+void launch_linear_attention(const float *qkv, float *state, float *att, int rows, int layer,
+                             int n_layers, int n_heads, int d_head, cudaStream_t s) {
   if (rows <= 0) // an empty grid is a launch error
     return;
   const int dpad = (d_head + 31) / 32 * 32; // d_head <= 256 (Config::validate)
@@ -53,42 +50,11 @@ void launch_linear_attention(const float *qkv, const float *bias, float *state, 
   const size_t smem = size_t(G) * 3 * d_head * sizeof(float);
   if (d_head == 32)
     linear_attention_kernel<32>
-        <<<blocks, block, smem, s>>>(qkv, bias, state, att, rows, layer, n_layers, n_heads, d_head);
+        <<<blocks, block, smem, s>>>(qkv, state, att, rows, layer, n_layers, n_heads, d_head);
   else
     linear_attention_kernel<0>
-        <<<blocks, block, smem, s>>>(qkv, bias, state, att, rows, layer, n_layers, n_heads, d_head);
+        <<<blocks, block, smem, s>>>(qkv, state, att, rows, layer, n_layers, n_heads, d_head);
   launch_check("linear_attention_kernel");
-}
-
-// Three steps of layer 1 of a 2-layer state, from a random nonzero state: outputs and the whole
-// state against the twin. phi's expf may differ in the last bit from the host's, nothing else.
-KernelCheck check_linear_attention_kernel(int d) {
-  const int rows = 9, n_layers = 2, n_heads = 3, A = n_heads * d, layer = 1, steps = 3;
-  const size_t state_n = state_block_offset(rows, 0, 0, n_layers, n_heads, d);
-  std::vector<float> state = random_floats(state_n, 10, 0.0f, 0.5f);
-  const std::vector<float> bias = random_floats(3 * A, 11, -0.5f, 0.5f);
-  DeviceArray<float> dstate(state), dbias(bias), datt(size_t(rows) * A);
-  KernelCheck k{"linear_attention d_head " + std::to_string(d), 0, 2e-5, 0,
-                "rows 9, 2 layers, 3 heads, 3 steps; relative to max(1, |value|)"};
-  for (int step = 0; step < steps; ++step) {
-    const std::vector<float> qkv = random_floats(size_t(rows) * 3 * A, 20 + step, -2.0f, 2.0f);
-    DeviceArray<float> dqkv(qkv);
-    launch_linear_attention(dqkv.get(), dbias.get(), dstate.get(), datt.get(), rows, layer,
-                            n_layers, n_heads, d, nullptr);
-    std::vector<float> att(size_t(rows) * A);
-    linear_attention_cpu(qkv.data(), bias.data(), state.data(), att.data(), rows, layer, n_layers,
-                         n_heads, d);
-    auto compare = [&](const std::vector<float> &got, const std::vector<float> &want) {
-      for (size_t i = 0; i < want.size(); ++i) {
-        const double scale = std::max(1.0, std::fabs(double(want[i])));
-        k.max_error = std::max(k.max_error, std::fabs(double(got[i]) - want[i]) / scale);
-      }
-      k.compared += int64_t(want.size());
-    };
-    compare(datt.download(), att);
-    compare(dstate.download(), state);
-  }
-  return k;
 }
 
 } // namespace tarnn

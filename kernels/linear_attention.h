@@ -1,6 +1,6 @@
 // One position of linear attention in RNN mode for every (image, head) of one layer (equations
-// 16-20): phi of q and k (their bias added here, so the GEMM before stays bare), S += phi(k) v^T,
-// z += phi(k), a = phi(q)^T S / (phi(q)^T z + eps), the state in fp32.
+// 16-20): phi of q and k, S += phi(k) v^T, z += phi(k), a = phi(q)^T S / (phi(q)^T z + eps), the
+// state in fp32. q, k and v arrive with their biases (the linear op before adds them).
 //
 // The GPU gives each (image, head) d_head threads; thread j owns column j of S. Phase 1 puts
 // phi(q), phi(k) and the old z in shared memory; phase 2 walks i ascending through
@@ -24,14 +24,14 @@ TARNN_HD size_t state_block_offset(int image, int layer, int head, int n_layers,
   return ((size_t(image) * n_layers + layer) * n_heads + head) * (size_t(d_head) + 1) * d_head;
 }
 
-// Phase 1, thread j < d of head h of one row: qkv_row holds [q | k | v] without bias, A wide each.
-TARNN_HD void attention_load(int j, const float *qkv_row, const float *bias, int A, int h, int d,
-                             const float *z, float *fq, float *fk, float *z_old, float *v_j) {
+// Phase 1, thread j < d of head h of one row: qkv_row holds [q | k | v], A wide each.
+TARNN_HD void attention_load(int j, const float *qkv_row, int A, int h, int d, const float *z,
+                             float *fq, float *fk, float *z_old, float *v_j) {
   const int c = h * d + j;
-  fq[j] = phi(qkv_row[c] + bias[c]);
-  fk[j] = phi(qkv_row[A + c] + bias[A + c]);
+  fq[j] = phi(qkv_row[c]);
+  fk[j] = phi(qkv_row[A + c]);
   z_old[j] = z[j];
-  *v_j = qkv_row[2 * A + c] + bias[2 * A + c];
+  *v_j = qkv_row[2 * A + c];
 }
 
 // Phase 2, thread j: column j of S (updated in place), z_j, and a_j.
@@ -54,9 +54,9 @@ TARNN_HD float attention_column(int j, int d, float v_j, const float *fq, const 
   return attention_out(num, den);
 }
 
-// CPU twin: qkv [rows, 3A], bias [3A], state for all layers, att [rows, A] for layer `layer`.
-inline void linear_attention_cpu(const float *qkv, const float *bias, float *state, float *att,
-                                 int rows, int layer, int n_layers, int n_heads, int d) {
+// CPU twin: qkv [rows, 3A], state for all layers, att [rows, A] for layer `layer`.
+inline void linear_attention_cpu(const float *qkv, float *state, float *att, int rows, int layer,
+                                 int n_layers, int n_heads, int d) {
   const int A = n_heads * d;
   std::vector<float> fq(d), fk(d), z_old(d), v(d);
   for (int r = 0; r < rows; ++r)
@@ -64,8 +64,8 @@ inline void linear_attention_cpu(const float *qkv, const float *bias, float *sta
       float *S = state + state_block_offset(r, layer, h, n_layers, n_heads, d);
       float *z = S + size_t(d) * d;
       for (int j = 0; j < d; ++j)
-        attention_load(j, qkv + size_t(r) * 3 * A, bias, A, h, d, z, fq.data(), fk.data(),
-                       z_old.data(), &v[j]);
+        attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq.data(), fk.data(), z_old.data(),
+                       &v[j]);
       for (int j = 0; j < d; ++j)
         att[size_t(r) * A + h * d + j] =
             attention_column(j, d, v[j], fq.data(), fk.data(), z_old.data(), S, z);

@@ -1,5 +1,5 @@
-// x = LayerNorm(x + (y + b)) per row of [rows, n], the post-norm residual of every sublayer with
-// the sublayer's output bias folded in; with y null, x = LayerNorm(x) (the final norm).
+// x = LayerNorm(x + y) per row of [rows, n], the post-norm residual of every sublayer; with y null,
+// x = LayerNorm(x) (the final norm).
 // The GPU kernel gives each row one warp and reduces in a tree; the twin is the CPU backend's own
 // layernorm_row, so the two agree to float rounding of the mean and variance, not to the bit.
 #pragma once
@@ -10,16 +10,16 @@
 
 namespace tarnn {
 
-TARNN_HD float residual_in(const float *x, const float *y, const float *b, size_t at, int i) {
-  return y ? x[at] + (y[at] + b[i]) : x[at];
+TARNN_HD float residual_in(const float *x, const float *y, size_t at) {
+  return y ? x[at] + y[at] : x[at];
 }
 
-inline void residual_layernorm_cpu(float *x, const float *y, const float *b, const float *w,
-                                   const float *nb, int rows, int n) {
+inline void residual_layernorm_cpu(float *x, const float *y, const float *w, const float *nb,
+                                   int rows, int n) {
   for (int r = 0; r < rows; ++r) {
     float *xr = x + size_t(r) * n;
     for (int i = 0; i < n; ++i)
-      xr[i] = residual_in(x, y, b, size_t(r) * n + i, i);
+      xr[i] = residual_in(x, y, size_t(r) * n + i);
     layernorm_row(xr, w, nb, xr, n);
   }
 }

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstdint>
 
+// Always inlined: a CPU kernel compiled for AVX-512 or AVX2 (target attributes, chosen at run
+// time) gets these bodies in its own instruction set, not a call to a baseline x86-64 copy.
 #ifdef __CUDACC__
 #define TARNN_HD __host__ __device__ __forceinline__
 #else
-#define TARNN_HD inline
+#define TARNN_HD inline __attribute__((always_inline))
 #endif
 
 namespace tarnn {

@@ -1,0 +1,55 @@
+// tarnn bench: images/s of full-length generation, measured (or honestly extrapolated), for
+// linear attention in RNN mode and the paper's softmax baselines with the same weights.
+// Measure -> BenchResult -> text or JSON.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "run.h"
+
+namespace tarnn {
+
+struct BenchOptions {
+  std::string model;                // a model folder, or empty: `shape` with random weights
+  std::string shape = "mnist";      // "mnist" or "cifar10": the paper's models
+  std::string attention = "linear"; // "linear", "softmax" (KV cache) or "softmax-recompute"
+  int steps = 0;                    // positions to time, then extrapolate; 0: every position
+  RunOptions run;
+};
+
+struct BenchResult {
+  // what ran
+  std::string model, attention, attention_form, device, cpu, gpu;
+  int64_t batch = 0;
+  int threads = 0;
+  bool tf32 = false;
+  double load_average = -1; // the 1-minute load average at the start (other work skews figures)
+  // time
+  int positions = 0, steps_measured = 0;
+  bool extrapolated = false;
+  std::string extrapolation;                      // how, when extrapolated
+  std::vector<std::pair<int, double>> step_times; // (position, seconds); cpu only
+  double seconds_setup = 0, seconds_measured = 0, seconds_full_length = 0;
+  double images_per_second = 0;
+  // work and memory
+  double gflop_per_image = 0, gflops_achieved = 0;
+  double peak_gflops = 0; // cpu: this engine's GEMM on a compute-bound shape
+  int peak_rows = 0, peak_in = 0, peak_out = 0;
+  int64_t memory_bytes_per_image = 0, state_bytes_per_image = 0;
+  std::string memory_kind;
+  // cuda: the state read and written once per step, against the device's bandwidth
+  double state_traffic = 0, peak_bandwidth = 0, state_bound_images_per_second = 0;
+  int64_t device_bytes = 0;
+};
+
+BenchResult run_bench(const BenchOptions &options);
+std::string bench_text(const BenchResult &r); // the lines `tarnn bench` prints
+std::string bench_json(const BenchResult &r); // the --json file
+
+// FLOPs (2 x multiply-adds) of one image at one position, linear attention in RNN mode.
+double flops_per_step(const Config &c);
+
+} // namespace tarnn

@@ -1,0 +1,49 @@
+// Files in and out: images (MNIST IDX files and PNGs in; PNGs and grids out) and the one way
+// every output is written. Image bytes are raster order with channels interleaved, as the model
+// reads them (docs/SPEC.md section 1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config.h"
+
+namespace tarnn {
+
+struct ImageSet {
+  int64_t count = 0;
+  int height = 0, width = 0, channels = 0;
+  std::vector<uint8_t> bytes; // [count, height, width, channels]
+
+  size_t bytes_per_image() const { return size_t(height) * width * channels; }
+  const uint8_t *image(int64_t i) const { return bytes.data() + size_t(i) * bytes_per_image(); }
+};
+
+// An IDX file ([n, h, w] or [n, h, w, c] unsigned bytes) or a PNG; throws Error on anything
+// malformed, and when the images are not the model's height, width and channels (no resizing).
+ImageSet read_images(const std::string &path, const Config &c);
+
+// The one way tarnn writes a file: to a new temporary beside `path`, every write checked, synced,
+// then renamed over `path`. On any failure `path` is as it was, the temporary is gone, and the
+// Error names `path` and the reason.
+void write_file_atomic(const std::string &path, const void *data, size_t size);
+void write_file_atomic(const std::string &path, const std::string &text);
+
+// A PNG (1 to 4 channels), written as write_file_atomic does.
+void write_png(const std::string &path, int width, int height, int channels, const uint8_t *data);
+
+// Images tiled in rows of `cols`, separated by `pad` pixels of value `pad_value`.
+ImageSet make_grid(const ImageSet &images, int cols, int pad = 2, uint8_t pad_value = 64);
+
+// A grid is for looking at: at most this many images (a 256 x 256 tiling), and at most this many
+// bytes (a PNG's sizes are ints).
+constexpr int64_t kMaxGridImages = 65536;
+constexpr int64_t kMaxGridBytes = int64_t(1) << 28;
+
+// The columns of a square-ish grid of `count` images, and a check, before any work, that such a
+// grid of images of this size can be written; Error otherwise, pointing to per-image outputs.
+int grid_columns(int64_t count);
+void check_grid(int64_t count, int height, int width, int channels, int cols, int pad = 2);
+
+} // namespace tarnn

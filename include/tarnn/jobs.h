@@ -1,0 +1,72 @@
+// The three things users do with a model, over an Engine: sample images, score them (bits/dim),
+// and complete occluded ones (the paper's Figure 3). Each is one Rollout.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io.h"
+#include "run.h"
+
+namespace tarnn {
+
+constexpr int64_t kMaxSampleImages = 10'000'000;
+
+// Images first .. first + n - 1 of a run with `seed` (docs/SPEC.md section 3): image i is the same
+// whatever the batch, the threads or the device's batch split.
+ImageSet sample_images(Engine &engine, int64_t n, uint64_t seed, int64_t first = 0,
+                       const Progress &progress = nullptr);
+
+// Teacher-forced bits/dim of each image: -sum_t log p(p_{t+1}) / (L ln 2) (docs/SPEC.md section 2).
+std::vector<double> score_images(Engine &engine, const ImageSet &images,
+                                 const Progress &progress = nullptr);
+
+// ---- completion --------------------------------------------------------------------------------
+
+// Bounds that keep the grid and the buffers sane; split a larger job with --index.
+constexpr int kMaxSamples = 64;
+constexpr int64_t kMaxCompletions = 100'000; // images x samples
+
+// Exactly one way of saying what is kept; with none set, the top half of the rows (Figure 3).
+struct MaskSpec {
+  std::optional<int64_t> keep_rows; // keep the first R pixel rows
+  std::optional<int64_t> keep;      // keep the first N bytes in raster order
+  std::string png; // a height x width PNG: nonzero (white) = known, zero (black) = generate
+};
+
+// A mask is [T] bytes in the model's raster order (channels interleaved), nonzero = known.
+// Throws Error when the spec is ambiguous, out of range, the PNG is not the image's size, or
+// nothing is left to generate (every byte from p_1 on known).
+std::vector<uint8_t> make_mask(const MaskSpec &spec, const Config &c);
+
+// "392 of 784 bytes known".
+std::string describe_mask(const std::vector<uint8_t> &known);
+
+// "0-15", "3", "0,5,9-12": file indices in the order given. Throws Error on bad syntax, an empty
+// list, an index twice, or an index outside [0, count).
+std::vector<int64_t> parse_index_list(const std::string &spec, int64_t count);
+
+// The RNG image index of completion k of the image at `file_index`: a pure function of the file,
+// so a completion does not depend on which other images were chosen, on the batch or the threads.
+inline int64_t completion_rng_index(int64_t file_index, int samples, int k) {
+  return file_index * samples + k;
+}
+
+// The completions, [index.size() * samples] images: completion k of index[i] is image
+// i * samples + k. Known bytes are fed when their turn comes (teacher forcing, also after unknown
+// ones, so any mask works); unknown ones are sampled.
+ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vector<int64_t> &index,
+                         const std::vector<uint8_t> &known, int samples, uint64_t seed,
+                         const Progress &progress = nullptr);
+
+// Figure 3 as one image: a row per chosen image holding the occluded image, its `samples`
+// completions and the original, 2 pixels apart. Grayscale models give an RGB grid with unknown
+// pixels of the occluded image in dim red; other models keep their channels and draw unknown
+// bytes as a grey checkerboard.
+ImageSet completion_grid(const ImageSet &images, const std::vector<int64_t> &index,
+                         const std::vector<uint8_t> &known, const ImageSet &completions,
+                         int samples);
+
+} // namespace tarnn

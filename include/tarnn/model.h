@@ -1,0 +1,50 @@
+// The weights struct: every tensor of docs/SPEC.md section 4 as fp32, in PyTorch's layout (linear
+// weights [out, in]). Backends derive their own layouts (packed panels, device copies) from it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config.h"
+
+namespace tarnn {
+
+struct Linear {
+  int out = 0, in = 0;
+  std::vector<float> w; // [out, in]
+  std::vector<float> b; // [out]
+};
+
+struct Norm {
+  std::vector<float> w, b;
+};
+
+struct LayerWeights {
+  Linear qkv; // query, key and value projections stacked: [3 * d_attn, d_model], one GEMM
+  Linear out; // out_projection
+  Linear ff1, ff2;
+  Norm norm1, norm2;
+};
+
+struct Weights {
+  std::vector<float> value_embedding; // [256, d_model/2]
+  std::vector<float> pos;             // [L, d_model/2]
+  std::vector<LayerWeights> layers;
+  Norm final_norm;
+  Linear predictor; // [3K, d_model]
+};
+
+struct Model {
+  Config config;
+  Weights weights;
+  std::string source; // the folder it came from, for messages
+};
+
+// Reads DIR/config.json and DIR/model.safetensors; throws Error saying exactly what is wrong.
+Model load_model(const std::string &dir);
+
+// A model with reproducible random weights (torch-like init), for benchmarks and tests.
+Model random_model(const Config &config, uint64_t seed);
+
+} // namespace tarnn

@@ -1,0 +1,96 @@
+// Running a model: the options every command shares, the rollout job, and Engine, a model made
+// ready on one backend (weights packed for the CPU, or copied to the GPU, once) that runs jobs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "model.h"
+
+namespace tarnn {
+
+// Called on the calling thread, a few times a second: positions done over all images, of total.
+using Progress = std::function<void(int64_t done, int64_t total)>;
+
+// What a run may choose, with every default resolved by resolve_run_options.
+struct RunOptions {
+  std::string device = "cpu"; // "cpu" or "cuda"
+  int64_t batch = 0;          // images whose state is in memory at once; 0: the device's default
+                              // (256 on the CPU, as many as fit on the GPU)
+  int threads = 0;            // CPU threads, each stepping its share of the images; 0: every core
+  bool tf32 = false;          // cuda: TF32 tensor cores in the GEMMs (faster, further from fp32)
+  bool reference = false;     // cpu: the plain reference GEMM instead of the fast one (tests)
+  bool graph = true;          // cuda: replay each step as a CUDA graph (false: plain launches)
+};
+
+constexpr int64_t kDefaultCpuBatch = 256;
+constexpr int64_t kMaxBatch = int64_t(1) << 22;
+constexpr int kMaxThreads = 1024;
+
+// The options with their defaults filled in (batch 0 stays 0 on cuda: it depends on free GPU
+// memory, known when the job runs). Throws Error for an unknown device, a batch or thread count
+// out of range, or a CPU batch whose state would not fit in this machine's memory.
+RunOptions resolve_run_options(const Config &c, RunOptions o);
+
+// Whether this build has the CUDA backend, and the device it would run on ("NVIDIA H100 ...");
+// cuda_device throws Error "no CUDA device: ..." or "... not available in this build ...".
+bool cuda_built();
+std::string cuda_device();
+
+// A rollout: a set of images stepped through every position, a byte fed where it is known
+// (teacher forcing) and sampled where it is not. Sampling (nothing known), scoring (everything
+// known) and completion (a mask) are the same job.
+struct Rollout {
+  int64_t count = 0;              // images
+  uint64_t seed = 0;              // docs/SPEC.md section 3
+  int64_t first_index = 0;        // the RNG's image index of image 0
+  const uint8_t *given = nullptr; // [count, T] bytes fed where known; null: nothing known
+  const uint8_t *known = nullptr; // [count, T] nonzero where `given` holds; null: all of `given`
+  uint8_t *out = nullptr;         // [count, T] the images (may be `given` itself)
+  double *log_prob = nullptr;     // [count] sum of log p(p_{t+1}) over the known p_{t+1}
+  int positions = -1;             // stop after this many positions (benchmarks); -1: all L
+};
+
+// What a run used and how long it took.
+struct RunInfo {
+  std::string device;        // "cpu: <model name>, N threads" or the GPU's name
+  int64_t batch = 0;         // images in memory at once
+  int64_t state_bytes = 0;   // of which the state S and z
+  int64_t memory_bytes = 0;  // the batch's buffers (state, activations, bytes)
+  double seconds_setup = 0;  // allocation (and, the first time, the device's context)
+  double seconds_steps = 0;  // the rollout itself
+  double peak_bandwidth = 0; // cuda: bytes/s of device memory, 0 if unknown
+};
+
+class Backend; // src/core/backend.h: what each device implements
+
+class Engine {
+public:
+  // Checks the options (resolve_run_options) and makes the weights ready on the device; throws
+  // Error before any work when the device or the options cannot run this model.
+  Engine(Model model, const RunOptions &options);
+  ~Engine();
+  Engine(Engine &&) noexcept;
+  Engine &operator=(Engine &&) noexcept;
+
+  const Model &model() const { return *model_; }
+  const Config &config() const { return model_->config; }
+  const RunOptions &options() const { return options_; }
+  std::string device() const; // a line naming the device, for messages
+
+  // The images a run of `count` images holds in memory at once (on cuda: what fits, if the
+  // batch was left to the device).
+  int64_t batch_for(int64_t count) const;
+
+  // Runs the job; exceptions from workers or the device surface here as Error.
+  RunInfo run(const Rollout &job, const Progress &progress = nullptr);
+
+private:
+  std::unique_ptr<const Model> model_; // a fixed address: the backend points into its weights
+  RunOptions options_;
+  std::unique_ptr<Backend> backend_;
+};
+
+} // namespace tarnn

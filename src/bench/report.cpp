@@ -1,0 +1,119 @@
+// A BenchResult as the lines `tarnn bench` prints and as its JSON file.
+#include <cstdarg>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "tarnn/bench.h"
+
+namespace tarnn {
+
+namespace {
+
+std::string fmt(const char *f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string line(const char *f, ...) __attribute__((format(printf, 1, 2)));
+std::string line(const char *f, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::string cpu_text(const BenchResult &r) {
+  std::string s = line("%s, %s, batch %lld, %d threads, %s (load average %.2f at the start)\n",
+                       r.model.c_str(), r.attention_form.c_str(), static_cast<long long>(r.batch),
+                       r.threads, r.cpu.c_str(), r.load_average);
+  s += "  images/s          " + fmt("%.4g", r.images_per_second) +
+       (r.extrapolated ? "  [" + r.extrapolation + "]" : "  [all positions measured]") + "\n";
+  s += line("  full length       %.4g s for %lld images (mean %.4g ms per step)\n",
+            r.seconds_full_length, static_cast<long long>(r.batch),
+            r.seconds_full_length / r.positions * 1e3);
+  std::string times; // at most 12 of the measured positions, evenly spread
+  const int steps = int(r.step_times.size()), shown = std::min(steps, 12);
+  for (int i = 0; i < shown; ++i) {
+    const auto &[t, sec] = r.step_times[shown == 1 ? 0 : size_t(i) * (steps - 1) / (shown - 1)];
+    times += (i ? ", " : "") + std::string("t=") + std::to_string(t) + " " + fmt("%.4g", sec * 1e3);
+  }
+  s += "  step time (ms)    " + times + "\n";
+  s += line("  memory per image  %lld bytes (%s; linear state: %lld bytes)\n",
+            static_cast<long long>(r.memory_bytes_per_image), r.memory_kind.c_str(),
+            static_cast<long long>(r.state_bytes_per_image));
+  s += line("  GFLOP/s           %.1f achieved, %.1f peak (this engine's GEMM, %dx%dx%d, %d "
+            "threads): %.0f%%\n",
+            r.gflops_achieved, r.peak_gflops, r.peak_rows, r.peak_in, r.peak_out, r.threads,
+            100 * r.gflops_achieved / r.peak_gflops);
+  return s;
+}
+
+std::string cuda_text(const BenchResult &r) {
+  std::string s =
+      line("%s, %s attention, batch %lld, %s%s: %.2f images/s (%.3f ms/step, %.1f "
+           "GFLOP/s, state traffic %.1f GB/s",
+           r.model.c_str(), r.attention.c_str(), static_cast<long long>(r.batch), r.gpu.c_str(),
+           r.tf32 ? ", TF32" : "", r.images_per_second, r.seconds_measured / r.steps_measured * 1e3,
+           r.gflops_achieved, r.state_traffic / 1e9);
+  if (r.peak_bandwidth > 0)
+    s += line(" = %.0f%% of the %.0f GB/s peak, which bounds it at %.0f images/s",
+              100 * r.state_traffic / r.peak_bandwidth, r.peak_bandwidth / 1e9,
+              r.state_bound_images_per_second);
+  s += ")";
+  if (r.extrapolated)
+    s += " [extrapolated from " + std::to_string(r.steps_measured) + " of " +
+         std::to_string(r.positions) + " positions]";
+  return s + "\n";
+}
+
+} // namespace
+
+std::string bench_text(const BenchResult &r) {
+  return r.device == "cuda" ? cuda_text(r) : cpu_text(r);
+}
+
+std::string bench_json(const BenchResult &r) {
+  using nlohmann::json;
+  json j = {{"device", r.device},
+            {"model", r.model},
+            {"attention", r.attention},
+            {"attention_form", r.attention_form},
+            {"batch", r.batch},
+            {"positions", r.positions},
+            {"steps_measured", r.steps_measured},
+            {"extrapolated", r.extrapolated},
+            {"extrapolation", r.extrapolation},
+            {"seconds_measured", r.seconds_measured},
+            {"seconds_full_length", r.seconds_full_length},
+            {"images_per_second", r.images_per_second},
+            {"ms_per_step", r.seconds_full_length / r.positions * 1e3},
+            {"gflop_per_image", r.gflop_per_image},
+            {"gflops_achieved", r.gflops_achieved},
+            {"memory_bytes_per_image", r.memory_bytes_per_image},
+            {"memory_kind", r.memory_kind},
+            {"state_bytes_per_image", r.state_bytes_per_image}};
+  if (r.device == "cuda") {
+    j["machine"] = {{"cpu", r.cpu}, {"gpu", r.gpu}, {"load_average", r.load_average}};
+    j["tf32"] = r.tf32;
+    j["seconds_setup"] = r.seconds_setup;
+    j["state_traffic_gb_per_s"] = r.state_traffic / 1e9;
+    j["peak_bandwidth_gb_per_s"] = r.peak_bandwidth / 1e9;
+    j["state_bound_images_per_second"] = r.state_bound_images_per_second;
+    j["device_bytes"] = r.device_bytes;
+  } else {
+    json st = json::array();
+    for (const auto &[t, s] : r.step_times)
+      st.push_back({t, s});
+    j["machine"] = {{"cpu", r.cpu}, {"threads", r.threads}, {"load_average", r.load_average}};
+    j["step_times"] = st;
+    j["peak_gflops"] = r.peak_gflops;
+    j["peak_fraction"] = r.gflops_achieved / r.peak_gflops;
+    j["peak_gemm_shape"] = {r.peak_rows, r.peak_in, r.peak_out};
+  }
+  return j.dump(2) + "\n";
+}
+
+} // namespace tarnn

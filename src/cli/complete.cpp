@@ -1,0 +1,103 @@
+// tarnn complete: occluded images completed K times each, the paper's Figure 3 (any mask).
+#include <cstdio>
+#include <memory>
+
+#include "options.h"
+
+namespace tarnn::cli {
+
+namespace {
+
+struct CompleteArgs {
+  std::string model;
+  RunOptions run;
+  std::string images;
+  std::optional<std::string> index; // unset: the first 16 images (or all, if fewer)
+  MaskSpec mask;
+  int samples = 4;
+  uint64_t seed = 0;
+  std::string out, out_dir;
+};
+
+int run_complete(const CompleteArgs &a) {
+  if (a.samples < 1 || a.samples > kMaxSamples)
+    throw Error("--samples must be in [1, " + std::to_string(kMaxSamples) + "] (got " +
+                std::to_string(a.samples) + ")");
+  Engine engine(load_model(a.model), a.run);
+  const Config &c = engine.config();
+  const ImageSet images = read_images(a.images, c);
+  const std::vector<int64_t> index = parse_index_list(
+      a.index.value_or("0-" + std::to_string(std::min<int64_t>(images.count, 16) - 1)),
+      images.count);
+  const std::vector<uint8_t> known = make_mask(a.mask, c);
+  const int64_t n = int64_t(index.size());
+  if (n * a.samples > kMaxCompletions)
+    throw Error(std::to_string(n) + " images x " + std::to_string(a.samples) + " samples is over " +
+                std::to_string(kMaxCompletions) + " completions: split the job with --index");
+  check_output_file(a.out); // every output checked before any work
+  if (!a.out_dir.empty())
+    make_output_folder(a.out_dir);
+  const auto t0 = std::chrono::steady_clock::now();
+  const ImageSet done =
+      complete_images(engine, images, index, known, a.samples, a.seed, progress_bar(c.positions()));
+  const double secs = seconds_since(t0);
+  for (int64_t i = 0; !a.out_dir.empty() && i < n; ++i)
+    for (int k = 0; k < a.samples; ++k) {
+      char name[64];
+      std::snprintf(name, sizeof name, "/%08lld-%02d.png", static_cast<long long>(index[i]), k);
+      write_png(a.out_dir + name, c.width, c.height, c.channels, done.image(i * a.samples + k));
+    }
+  // The grid last: when it exists, the whole run succeeded.
+  const ImageSet grid = completion_grid(images, index, known, done, a.samples);
+  write_png(a.out, grid.width, grid.height, grid.channels, grid.bytes.data());
+  std::printf("%lld images x %d samples (%s) in %.2f s (%.2f completions/s) -> %s\n",
+              static_cast<long long>(n), a.samples, describe_mask(known).c_str(), secs,
+              double(n * a.samples) / secs, a.out.c_str());
+  return 0;
+}
+
+} // namespace
+
+Command add_complete(CLI::App &app) {
+  auto a = std::make_shared<CompleteArgs>();
+  CLI::App *cmd = app.add_subcommand("complete", "complete occluded images (the paper's Figure 3)");
+  add_model_option(cmd, a->model, kDefaultModel);
+  cmd->add_option("--images", a->images,
+                  "MNIST IDX file or PNG, of the model's size and channels (not resized)")
+      ->required();
+  cmd->add_option_function<std::string>(
+      "--index", [a](const std::string &s) { a->index = s; },
+      "images of the file to complete: 3, 0-15, 0,5,9-12 (default: the first 16)");
+  auto *rows = cmd->add_option_function<int64_t>(
+      "--keep-rows", [a](const int64_t &r) { a->mask.keep_rows = r; },
+      "keep the first R pixel rows (default: the top half, as Figure 3)");
+  auto *keep = cmd->add_option_function<int64_t>(
+      "--keep", [a](const int64_t &n) { a->mask.keep = n; },
+      "keep the first N bytes in raster order");
+  auto *mask = cmd->add_option("--mask", a->mask.png,
+                               "PNG of the image's height x width: nonzero (white) = known, "
+                               "zero (black) = generate; any pattern");
+  rows->excludes(keep)->excludes(mask);
+  keep->excludes(mask);
+  cmd->add_option("--samples", a->samples, "completions per image, 1-64")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "seed (see the RNG rule below)")->capture_default_str();
+  cmd->add_option("-o,--output", a->out, "PNG grid: occluded | completions | original per row")
+      ->required();
+  cmd->add_option("--out-dir", a->out_dir,
+                  "also write each completion as INDEX-K.png (8-digit file index, sample k)");
+  add_run_options(cmd, a->run);
+  cmd->footer(
+      "Known bytes are fed through the recurrence when their turn comes (teacher forcing), also\n"
+      "after unknown ones, so any mask works; unknown bytes are sampled. Known bytes of every\n"
+      "completion equal the input's exactly. p_0 is not modelled: an unknown p_0 is 0.\n"
+      "A mask that keeps every byte from p_1 on is an error (nothing to complete); keeping\n"
+      "nothing is plain sampling.\n"
+      "RNG: completion k of file image i uses image index i * samples + k (docs/SPEC.md section\n"
+      "3), so it is the same whatever --batch, --threads and the other images chosen.\n"
+      "Grid, a row per image: occluded | completions | original. Grayscale models give an RGB\n"
+      "grid, unknown pixels of the occluded image in dim red (120,0,0); RGB models show unknown\n"
+      "bytes as a grey checkerboard.");
+  return {cmd, [a] { return run_complete(*a); }};
+}
+
+} // namespace tarnn::cli

@@ -1,0 +1,39 @@
+// tarnn: sample, score, complete, inspect and benchmark linear-transformer image models run as
+// RNNs. A thin command over the library (include/tarnn/tarnn.h): each subcommand is one file.
+#include <cstdio>
+#include <vector>
+
+#include "options.h"
+
+int main(int argc, char **argv) {
+  using namespace tarnn;
+  CLI::App app{"tarnn: autoregressive linear transformers run as RNNs (Katharopoulos et al., "
+               "2020): sample, score, complete and benchmark image models. The maths, the file "
+               "format and the RNG contract: docs/SPEC.md"};
+  app.set_version_flag("--version", std::string("tarnn ") + version() + " (" + git_commit() + ")");
+  app.require_subcommand(1);
+  const std::vector<cli::Command> commands = {cli::add_sample(app), cli::add_score(app),
+                                              cli::add_info(app), cli::add_complete(app),
+                                              cli::add_bench(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp &e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion &e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError &e) {
+    std::fprintf(stderr, "tarnn: %s (see --help)\n", e.what());
+    return 2;
+  }
+  try {
+    for (const cli::Command &c : commands)
+      if (c.app->parsed())
+        return c.run();
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "tarnn: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,84 @@
+#include "options.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace tarnn::cli {
+
+void add_model_option(CLI::App *cmd, std::string &model, const std::string &default_model) {
+  model = default_model;
+  auto *o = cmd->add_option("--model", model, "model folder: config.json + model.safetensors");
+  if (!default_model.empty())
+    o->capture_default_str();
+}
+
+void add_run_options(CLI::App *cmd, RunOptions &run) {
+  cmd->add_option("--batch", run.batch,
+                  "images whose state is in memory at once (0, the default: 256 on cpu, as many "
+                  "as fit on cuda)");
+  cmd->add_option("--threads", run.threads, "CPU threads (0, the default: every core)");
+  cmd->add_option("--device", run.device, "backend: cpu or cuda")->capture_default_str();
+  cmd->add_flag("--tf32", run.tf32, "cuda: TF32 tensor cores in the GEMMs (faster, less exact)");
+}
+
+namespace {
+
+std::string folder_of(const std::string &path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+} // namespace
+
+void check_output_file(const std::string &path) {
+  if (path.empty())
+    throw Error("an output path is empty");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw Error(path + ": cannot write: is a folder");
+  const std::string dir = folder_of(path);
+  if (::stat(dir.c_str(), &st) != 0)
+    throw Error(path + ": cannot write: " + dir + ": " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    throw Error(path + ": cannot write: " + dir + " is not a folder");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw Error(path + ": cannot write: " + dir + ": " + std::strerror(errno));
+}
+
+void make_output_folder(const std::string &dir) {
+  std::error_code e;
+  std::filesystem::create_directories(dir, e);
+  if (e || !std::filesystem::is_directory(dir))
+    throw Error(dir + ": cannot make the output folder: " +
+                (e ? e.message() : std::string("a file of that name is in the way")));
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw Error(dir + ": cannot write into the output folder: " + std::strerror(errno));
+}
+
+Progress progress_bar(int positions_per_image) {
+  if (!isatty(STDERR_FILENO))
+    return nullptr;
+  const auto start = std::chrono::steady_clock::now();
+  return [start, positions_per_image](int64_t done, int64_t total) {
+    const double secs = seconds_since(start);
+    const double frac = total ? double(done) / double(total) : 1.0;
+    const double rate = secs > 0 ? double(done) / positions_per_image / secs : 0.0;
+    const int width = 30, fill = int(frac * width);
+    std::fprintf(stderr, "\r[%.*s%*s] %3d%%  %.2f images/s  %.0fs ", fill,
+                 "==============================", width - fill, "", int(frac * 100), rate, secs);
+    if (done >= total)
+      std::fputc('\n', stderr);
+    std::fflush(stderr);
+  };
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+} // namespace tarnn::cli

@@ -1,0 +1,46 @@
+// What the subcommands share: the run options (one struct, one add_run_options, every default
+// resolved by the library's resolve_run_options), output checks made before any work, and the
+// progress bar. Each subcommand is one file (sample.cpp, score.cpp, ...) over the public API.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "tarnn/tarnn.h"
+
+namespace tarnn::cli {
+
+// A subcommand: its parser, and what runs when it was chosen.
+struct Command {
+  CLI::App *app;
+  std::function<int()> run;
+};
+
+Command add_sample(CLI::App &app);
+Command add_score(CLI::App &app);
+Command add_info(CLI::App &app);
+Command add_complete(CLI::App &app);
+Command add_bench(CLI::App &app);
+
+constexpr const char *kDefaultModel = "models/mnist";
+
+// --model: a folder with config.json and model.safetensors.
+void add_model_option(CLI::App *cmd, std::string &model, const std::string &default_model);
+
+// --batch --threads --device --tf32, into the library's RunOptions.
+void add_run_options(CLI::App *cmd, RunOptions &run);
+
+// Before any work: `path` can be written (its folder exists and is a writable folder, and it is
+// not itself a folder). Throws Error naming it.
+void check_output_file(const std::string &path);
+// Before any work: `dir` is a folder or can be made one (it is made here).
+void make_output_folder(const std::string &dir);
+
+// A progress bar with images/s on stderr, drawn only when stderr is a terminal.
+Progress progress_bar(int positions_per_image);
+
+double seconds_since(std::chrono::steady_clock::time_point t0);
+
+} // namespace tarnn::cli

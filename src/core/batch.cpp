@@ -1,0 +1,54 @@
+#include "batch.h"
+
+namespace tarnn {
+
+namespace {
+
+constexpr size_t kAlign = 256; // cudaMalloc's own alignment; keeps every row block coalesced
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+} // namespace
+
+BatchLayout batch_layout(const Config &c, int64_t rows, int64_t state_rows) {
+  BatchLayout l;
+  l.rows = rows;
+  const size_t n = size_t(rows), T = size_t(c.bytes_per_image());
+  size_t at = 0;
+  auto place = [&](size_t &field, size_t bytes) {
+    field = at;
+    at = align_up(at + bytes);
+  };
+  place(l.x, n * c.d_model * 4);
+  place(l.qkv, n * 3 * c.d_attn() * 4);
+  place(l.att, n * c.d_attn() * 4);
+  place(l.y, n * c.d_model * 4);
+  place(l.hid, n * c.d_ff * 4);
+  place(l.o, n * c.d_out() * 4);
+  l.state_bytes = size_t(state_rows) * size_t(c.state_bytes_per_image());
+  place(l.state, l.state_bytes);
+  place(l.cur, n);
+  place(l.out, n * T);
+  place(l.given, n * T);
+  place(l.known, n * T);
+  place(l.log_prob, n * 8);
+  place(l.params, 64); // StepParams, with room to grow
+  l.total = at;
+  return l;
+}
+
+StepBuffers step_buffers(void *base, const BatchLayout &l) {
+  char *m = static_cast<char *>(base);
+  auto f = [&](size_t at) { return reinterpret_cast<float *>(m + at); };
+  auto u = [&](size_t at) { return reinterpret_cast<uint8_t *>(m + at); };
+  StepBuffers b;
+  b.rows = int(l.rows);
+  b.x = f(l.x), b.qkv = f(l.qkv), b.att = f(l.att), b.y = f(l.y), b.hid = f(l.hid), b.o = f(l.o);
+  b.state = f(l.state);
+  b.cur = u(l.cur), b.out = u(l.out), b.given = u(l.given), b.known = u(l.known);
+  b.log_prob = reinterpret_cast<double *>(m + l.log_prob);
+  b.params = reinterpret_cast<StepParams *>(m + l.params);
+  return b;
+}
+
+} // namespace tarnn

@@ -1,0 +1,43 @@
+// A batch's memory, laid out once for every backend: the activations of one step, the state S and
+// z of every image, layer and head, the bytes in and out, and the step parameters, in one
+// allocation (host memory for the CPU, device memory for CUDA).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../../kernels/step_params.h"
+#include "tarnn/config.h"
+
+namespace tarnn {
+
+// Byte offsets of a batch's buffers inside one allocation (each 256-byte aligned), for `rows`
+// images: activations x [rows, d_model], qkv [rows, 3 d_attn], att [rows, d_attn],
+// y [rows, d_model], hid [rows, d_ff], o [rows, 3K]; the state [rows, state_floats_per_image]
+// (kernels/linear_attention.h: state_block_offset); bytes cur [rows], out/given/known [rows, T];
+// log_prob [rows]; and the step parameters.
+struct BatchLayout {
+  int64_t rows = 0;
+  size_t x = 0, qkv = 0, att = 0, y = 0, hid = 0, o = 0, state = 0, cur = 0, out = 0, given = 0,
+         known = 0, log_prob = 0, params = 0, total = 0;
+  size_t state_bytes = 0; // S and z of all rows: rows * state_floats_per_image * 4, no more
+};
+
+// `state_rows` images get a state (the softmax baselines keep theirs elsewhere: 0).
+BatchLayout batch_layout(const Config &c, int64_t rows, int64_t state_rows);
+inline BatchLayout batch_layout(const Config &c, int64_t rows) {
+  return batch_layout(c, rows, rows);
+}
+
+// The buffers of a layout placed at `base`.
+struct StepBuffers {
+  int rows = 0; // capacity
+  float *x, *qkv, *att, *y, *hid, *o, *state;
+  uint8_t *cur, *out, *given, *known;
+  double *log_prob;
+  StepParams *params;
+};
+
+StepBuffers step_buffers(void *base, const BatchLayout &l);
+
+} // namespace tarnn

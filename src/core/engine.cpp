@@ -1,0 +1,57 @@
+// Engine (include/tarnn/run.h): every run option resolved and checked in one place, then the
+// backend of the device asked for.
+#include <thread>
+
+#include "backend.h"
+#include "memory.h"
+#include "tarnn/error.h"
+
+namespace tarnn {
+
+RunOptions resolve_run_options(const Config &c, RunOptions o) {
+  if (o.device != "cpu" && o.device != "cuda")
+    throw Error("--device " + o.device + " is not available in this build (cpu" +
+                (cuda_built() ? ", cuda)" : ")"));
+  if (o.batch < 0 || o.batch > kMaxBatch)
+    throw Error("--batch must be in [0, " + std::to_string(kMaxBatch) +
+                "] (0: the device's default) (got " + std::to_string(o.batch) + ")");
+  if (o.threads < 0 || o.threads > kMaxThreads)
+    throw Error("--threads must be in [0, " + std::to_string(kMaxThreads) +
+                "] (0: every core) (got " + std::to_string(o.threads) + ")");
+  if (o.threads == 0)
+    o.threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.device == "cpu") {
+    if (o.batch == 0)
+      o.batch = kDefaultCpuBatch;
+    check_memory(double(o.batch) * double(c.state_bytes_per_image()),
+                 "--batch " + std::to_string(o.batch) + " (the state S and z of every image)");
+  }
+  return o;
+}
+
+Engine::Engine(Model model, const RunOptions &options)
+    : model_(std::make_unique<const Model>(std::move(model))),
+      options_(resolve_run_options(model_->config, options)) {
+  if (model_->config.attention != "linear") // the backends step S and z; softmax needs a cache
+    throw Error(model_->source + ": config.json says attention \"" + model_->config.attention +
+                "\": sample, score and complete run linear attention in RNN mode only (bench " +
+                "--attention softmax runs such models)");
+  backend_ = options_.device == "cuda" ? make_cuda_backend(*model_, options_)
+                                       : make_cpu_backend(*model_, options_);
+}
+
+Engine::~Engine() = default;
+Engine::Engine(Engine &&) noexcept = default;
+Engine &Engine::operator=(Engine &&) noexcept = default;
+
+std::string Engine::device() const { return backend_->device(); }
+
+int64_t Engine::batch_for(int64_t count) const { return backend_->batch_for(count); }
+
+RunInfo Engine::run(const Rollout &job, const Progress &progress) {
+  if (job.count < 0 || (job.count > 0 && !job.out))
+    throw Error("a rollout needs a count >= 0 and an output buffer");
+  return backend_->run(job, progress);
+}
+
+} // namespace tarnn

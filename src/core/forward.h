@@ -1,0 +1,90 @@
+// The model at one position, written once (docs/SPEC.md section 1, the paper's equations 2 and
+// 16-20) over an `Ops` policy that each backend implements:
+//
+//   ops.embed(view, rows)               x = [E[p_t] | P[t]] from the bytes b.cur at b.params->t
+//   ops.linear(w, in, out, rows, act)   out = act(in W^T + b)
+//   ops.attention(layer, rows)          att from qkv: the attention form and its memory (the RNN
+//                                       state S, z; a KV cache; the whole prefix)
+//   ops.add_norm(x, y, norm, rows)      x = LayerNorm(x + y); y null: x = LayerNorm(x)
+//   ops.sample(rows)                    p_{t+1}: the given byte where known, else a draw
+//   ops.advance()                       t += 1
+//
+// Ops::Linear is the backend's handle of a linear layer (packed panels on the CPU, device
+// pointers on CUDA); ops.buffers() the batch's memory (core/batch.h). The order of the arithmetic
+// inside an op is the backend's; it is shared with the op's CPU twin in kernels/.
+#pragma once
+
+#include <vector>
+
+#include "batch.h"
+#include "tarnn/model.h"
+
+namespace tarnn {
+
+struct NormView {
+  const float *w, *b;
+};
+
+template <class Lin> struct LayerView {
+  Lin qkv, out, ff1, ff2; // q, k and v are one stacked linear: one GEMM
+  NormView norm1, norm2;
+};
+
+// The weights as one backend sees them: tables and norms as pointers into its memory, linear
+// layers as its own handles.
+template <class Lin> struct ModelView {
+  const float *value_embedding, *pos;
+  std::vector<LayerView<Lin>> layers;
+  NormView final_norm;
+  Lin predictor;
+};
+
+// The view of `W`: place(vector) says where a table lives in the backend's memory, linear(Linear)
+// makes the backend's handle.
+template <class Lin, class Place, class MakeLinear>
+ModelView<Lin> make_view(const Weights &W, Place &&place, MakeLinear &&linear) {
+  auto norm = [&](const Norm &n) { return NormView{place(n.w), place(n.b)}; };
+  ModelView<Lin> v{
+      place(W.value_embedding), place(W.pos), {}, norm(W.final_norm), linear(W.predictor)};
+  for (const LayerWeights &l : W.layers)
+    v.layers.push_back(LayerView<Lin>{linear(l.qkv), linear(l.out), linear(l.ff1), linear(l.ff2),
+                                      norm(l.norm1), norm(l.norm2)});
+  return v;
+}
+
+// One post-norm layer (SPEC section 1) over `rows` rows of b.x, in place.
+template <class Ops>
+void layer_forward(Ops &ops, const Config &c, const LayerView<typename Ops::Linear> &w, int layer,
+                   int rows) {
+  const StepBuffers &b = ops.buffers();
+  ops.linear(w.qkv, b.x, b.qkv, rows, Act::None);
+  ops.attention(layer, rows);
+  ops.linear(w.out, b.att, b.y, rows, Act::None);
+  ops.add_norm(b.x, b.y, w.norm1, rows); // x = LayerNorm1(x + a)
+  ops.linear(w.ff1, b.x, b.hid, rows, c.activation);
+  ops.linear(w.ff2, b.hid, b.y, rows, Act::None);
+  ops.add_norm(b.x, b.y, w.norm2, rows); // x = LayerNorm2(x + W2 act(W1 x + b1) + b2)
+}
+
+// Feeds b.cur (p_t, t = b.params->t) through the network: b.o = the mixture parameters of
+// p_{t+1} ([rows, 3K]: logits | means | log scales).
+template <class Ops>
+void forward(Ops &ops, const Config &c, const ModelView<typename Ops::Linear> &w, int rows) {
+  const StepBuffers &b = ops.buffers();
+  ops.embed(w, rows);
+  for (int l = 0; l < c.n_layers; ++l)
+    layer_forward(ops, c, w.layers[l], l, rows);
+  ops.add_norm(b.x, nullptr, w.final_norm, rows);
+  ops.linear(w.predictor, b.x, b.o, rows, Act::None);
+}
+
+// One whole step: forward, then p_{t+1} of every row, then the next position. The sequence a
+// CUDA graph captures.
+template <class Ops>
+void step(Ops &ops, const Config &c, const ModelView<typename Ops::Linear> &w, int rows) {
+  forward(ops, c, w, rows);
+  ops.sample(rows);
+  ops.advance();
+}
+
+} // namespace tarnn

@@ -1,0 +1,79 @@
+// The rollout (include/tarnn/run.h: Rollout), written once over the same `Ops` as forward.h plus
+// the batch's memory traffic:
+//
+//   ops.upload(dst, src, n), ops.download(dst, src, n), ops.download_columns(...), ops.zero(p, n)
+//   ops.steps(rows, count)   `count` whole steps (forward.h: step) of `rows` rows
+//   ops.sync()               wait for what was issued
+//
+// The job runs in chunks of ops.buffers().rows images: per chunk the given bytes and the mask go
+// in once and the images and log-likelihoods come out once; between, only ops.steps runs.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "batch.h"
+#include "tarnn/run.h"
+
+namespace tarnn {
+
+// Positions this rollout has done so far (over all its images), after every `report_every`
+// steps; it may throw to stop the rollout.
+using DoneHook = std::function<void(int64_t done)>;
+
+inline int rollout_steps(const Config &c, const Rollout &job) {
+  const int L = c.positions();
+  return job.positions < 0 ? L : std::min(job.positions, L);
+}
+
+template <class Ops>
+void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook,
+             int report_every) {
+  const StepBuffers &b = ops.buffers();
+  const int T = c.bytes_per_image(), steps = rollout_steps(c, job);
+  if (job.log_prob)
+    std::fill(job.log_prob, job.log_prob + job.count, 0.0);
+  std::vector<uint8_t> p0(size_t(b.rows));
+  for (int64_t image0 = 0; image0 < job.count; image0 += b.rows) {
+    const int n = int(std::min<int64_t>(b.rows, job.count - image0));
+    const size_t first = size_t(image0) * T, bytes = size_t(n) * T;
+    ops.zero(b.state, size_t(n) * size_t(c.state_bytes_per_image()));
+    ops.zero(b.log_prob, size_t(n) * 8);
+    StepParams p;
+    p.has_given = job.given != nullptr;
+    p.has_known = job.given && job.known;
+    p.seed = job.seed;
+    p.image_base = uint64_t(job.first_index + image0);
+    if (p.has_given)
+      ops.upload(b.given, job.given + first, bytes);
+    if (p.has_known)
+      ops.upload(b.known, job.known + first, bytes);
+    for (int r = 0; r < n; ++r) { // p_0: given, or 0 (black corner)
+      const size_t at = first + size_t(r) * T;
+      p0[r] = p.has_given && (!p.has_known || job.known[at]) ? job.given[at] : 0;
+    }
+    ops.upload(b.cur, p0.data(), size_t(n));
+    ops.upload(b.params, &p, sizeof p);
+    for (int t = 0; t < steps;) {
+      const int k = hook ? std::min(report_every, steps - t) : steps - t;
+      ops.steps(n, k);
+      t += k;
+      if (hook) {
+        ops.sync();
+        hook(image0 * steps + int64_t(t) * n);
+      }
+    }
+    ops.sync();
+    if (steps > 0) // columns 1..steps: what the steps wrote; the rest of job.out is left alone
+      ops.download_columns(job.out + first + 1, size_t(T), b.out + 1, size_t(T), size_t(steps),
+                           size_t(n));
+    for (int r = 0; r < n; ++r)
+      job.out[first + size_t(r) * T] = p0[r];
+    if (job.log_prob)
+      ops.download(job.log_prob + image0, b.log_prob, size_t(n) * 8);
+  }
+}
+
+} // namespace tarnn

@@ -1,0 +1,182 @@
+// The CPU backend: the images of a job split into one contiguous share per thread, each share a
+// rollout (core/rollout.h) of CpuOps over its own batch memory. Images are independent and every
+// element's arithmetic does not depend on the rows beside it, so the bytes do not depend on the
+// thread count or the batch.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "../core/backend.h"
+#include "../core/rollout.h"
+#include "cpu_features.h"
+#include "cpu_ops.h"
+#include "tarnn/error.h"
+
+namespace tarnn {
+
+CpuWeights::CpuWeights(const Model &m)
+    : view_(make_view<CpuLinear>(
+          m.weights, [](const std::vector<float> &v) { return v.data(); },
+          [this](const Linear &l) {
+            packed_.push_back(pack(l));
+            return CpuLinear{&packed_.back(), l.w.data(), l.b.data(), l.out, l.in};
+          })) {}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The first exception of any worker, kept to be rethrown on the calling thread; once one is kept
+// the others stop at their next report.
+class FirstError {
+public:
+  void keep(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_)
+      error_ = e;
+    failed_ = true;
+  }
+  bool failed() const { return failed_; }
+  void rethrow() {
+    if (error_)
+      std::rethrow_exception(error_);
+  }
+
+private:
+  std::mutex mutex_;
+  std::exception_ptr error_;
+  std::atomic<bool> failed_{false};
+};
+
+struct Stopped {}; // thrown into a worker's rollout when another worker failed
+
+class CpuBackend : public Backend {
+public:
+  CpuBackend(const Model &m, const RunOptions &o) : model_(m), options_(o), weights_(m) {}
+
+  std::string device() const override {
+    return "cpu: " + cpu_model_name() + ", " + std::to_string(options_.threads) + " threads, " +
+           cpu_path_name();
+  }
+
+  int64_t batch_for(int64_t count) const override {
+    return std::min<int64_t>(options_.batch, std::max<int64_t>(count, 1));
+  }
+
+  RunInfo run(const Rollout &job, const Progress &progress) override {
+    const Config &c = model_.config;
+    const auto t0 = Clock::now();
+    const int threads = int(std::min<int64_t>(options_.threads, std::max<int64_t>(job.count, 1)));
+    // Each thread's share of the batch: the whole batch's state is in memory at once, as before.
+    const int64_t rows = std::max<int64_t>(1, (options_.batch + threads - 1) / threads);
+    const int steps = rollout_steps(c, job);
+    std::vector<std::atomic<int64_t>> done(static_cast<size_t>(threads));
+    FirstError error;
+    std::mutex mutex;
+    std::condition_variable finished;
+    int running = 0;
+    std::vector<std::thread> workers;
+    workers.reserve(size_t(threads));
+    for (int i = 0; i < threads; ++i) {
+      const int64_t first = job.count * i / threads, last = job.count * (i + 1) / threads;
+      try {
+        std::lock_guard<std::mutex> lock(mutex);
+        workers.emplace_back([&, i, first, last] {
+          try {
+            share(job, first, last - first, rows, [&](int64_t d) {
+              done[size_t(i)] = d;
+              if (error.failed())
+                throw Stopped{};
+            });
+          } catch (const Stopped &) {
+          } catch (...) {
+            error.keep(std::current_exception());
+          }
+          std::lock_guard<std::mutex> lock(mutex);
+          --running;
+          finished.notify_all();
+        });
+        ++running;
+      } catch (const std::system_error &e) {
+        error.keep(std::make_exception_ptr(Error(std::string("cannot start a CPU thread: ") +
+                                                 e.what() + " (try fewer --threads)")));
+        break;
+      }
+    }
+    const int64_t total = job.count * steps;
+    auto sum = [&] {
+      int64_t s = 0;
+      for (const auto &d : done)
+        s += d.load();
+      return s;
+    };
+    // The calling thread reports progress about 5 times a second until the workers are done; a
+    // progress callback that throws (an interrupt) stops them at their next report.
+    for (std::unique_lock<std::mutex> lock(mutex); running > 0;) {
+      if (progress && !error.failed()) {
+        lock.unlock();
+        try {
+          progress(sum(), total);
+        } catch (...) {
+          error.keep(std::current_exception());
+        }
+        lock.lock();
+      }
+      finished.wait_for(lock, std::chrono::milliseconds(200));
+    }
+    for (auto &w : workers)
+      w.join();
+    error.rethrow();
+    if (progress)
+      progress(total, total);
+    RunInfo info;
+    info.device = device();
+    info.batch = rows * threads;
+    info.state_bytes = info.batch * c.state_bytes_per_image();
+    info.memory_bytes = int64_t(batch_layout(c, rows).total) * threads;
+    info.seconds_steps = seconds_since(t0);
+    return info;
+  }
+
+private:
+  // Images [first, first + count) of the job, `rows` at a time.
+  void share(const Rollout &job, int64_t first, int64_t count, int64_t rows, const DoneHook &hook) {
+    if (count <= 0)
+      return;
+    const Config &c = model_.config;
+    const BatchLayout layout = batch_layout(c, std::min(rows, count));
+    std::vector<double> memory(layout.total / sizeof(double) + 1); // 8-byte aligned, zeroed
+    const StepBuffers b = step_buffers(memory.data(), layout);
+    CpuOps ops(c, weights_.view(), b, options_.reference);
+    const size_t T = size_t(c.bytes_per_image());
+    Rollout mine = job;
+    mine.count = count;
+    mine.first_index = job.first_index + first;
+    mine.given = job.given ? job.given + size_t(first) * T : nullptr;
+    mine.known = job.known ? job.known + size_t(first) * T : nullptr;
+    mine.out = job.out + size_t(first) * T;
+    mine.log_prob = job.log_prob ? job.log_prob + first : nullptr;
+    rollout(ops, c, mine, hook, 8);
+  }
+
+  const Model &model_;
+  RunOptions options_;
+  CpuWeights weights_;
+};
+
+} // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const Model &m, const RunOptions &o) {
+  return std::make_unique<CpuBackend>(m, o);
+}
+
+} // namespace tarnn

@@ -1,0 +1,64 @@
+// The CPU backend's ops (core/forward.h): the packed GEMM (or its plain reference) and linear
+// attention stepping each image's S and z in place.
+#pragma once
+
+#include <deque>
+
+#include "gemm.h"
+#include "host_ops.h"
+
+namespace tarnn {
+
+// A linear layer as the CPU sees it: packed panels for the fast path, PyTorch's layout for the
+// reference path.
+struct CpuLinear {
+  const PackedLinear *packed;
+  const float *w, *b;
+  int out, in;
+};
+
+// The model's weights in the CPU's layout, packed once. Holds pointers into `m`.
+class CpuWeights {
+public:
+  explicit CpuWeights(const Model &m);
+  CpuWeights(const CpuWeights &) = delete;
+  CpuWeights &operator=(const CpuWeights &) = delete;
+  const ModelView<CpuLinear> &view() const { return view_; }
+
+private:
+  std::deque<PackedLinear> packed_; // a deque: growing it never moves what the view points to
+  ModelView<CpuLinear> view_;
+};
+
+// One layer's attention for `rows` images: for each image and head, S += phi(k) v^T,
+// z += phi(k), att = phi(q)^T S / (phi(q)^T z + eps) (tarnn_math.h: linear_attention_step).
+// The AVX-512 or AVX2 build of the loop where the CPU has it; the same bits either way.
+void linear_attention_rows(const float *qkv, float *state, float *att, int rows, int layer,
+                           const Config &c);
+
+// The GEMMs the CPU runs: the packed kernel, or with `reference` the plain loop.
+template <class Derived> class CpuLinearOps : public HostOps<Derived, CpuLinear> {
+public:
+  CpuLinearOps(const Config &c, const ModelView<CpuLinear> &w, const StepBuffers &b, bool reference)
+      : HostOps<Derived, CpuLinear>(c, w, b), reference_(reference) {}
+
+  void linear(const CpuLinear &l, const float *x, float *y, int rows, Act act) {
+    if (reference_)
+      linear_forward_ref(l.w, l.b, l.out, l.in, x, l.in, rows, y, l.out, act);
+    else
+      linear_forward(*l.packed, x, l.in, rows, y, l.out, act);
+  }
+
+private:
+  bool reference_;
+};
+
+class CpuOps : public CpuLinearOps<CpuOps> {
+public:
+  using CpuLinearOps<CpuOps>::CpuLinearOps;
+  void attention(int layer, int rows) {
+    linear_attention_rows(b_.qkv, b_.state, b_.att, rows, layer, c_);
+  }
+};
+
+} // namespace tarnn

@@ -1,0 +1,436 @@
+// The CUDA backend (cuda_backend.h): a device context and the weights in one allocation, made
+// once per Engine; per run the batch in another; and GpuOps, core/forward.h's ops on kernels and
+// cuBLAS, each step replayed as a graph.
+#include "cuda_backend.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "../../kernels/cuda_util.h"
+#include "../../kernels/launch.h"
+#include "../core/forward.h"
+#include "../core/rollout.h"
+#include "plan.h"
+#include "plugin_api.h"
+#include "tarnn/error.h"
+#include "tarnn/version.h"
+
+namespace tarnn {
+
+namespace {
+
+constexpr size_t kBlasWorkspace = size_t(32)
+                                  << 20; // set up front: cuBLAS may not allocate in capture
+
+void blas_check(cublasStatus_t s, const char *call) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw Error(std::string(call) + ": " + cublasGetStatusString(s));
+}
+
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+std::string mb(double bytes) { return std::to_string(int64_t(bytes / 1e6)) + " MB"; }
+
+// The current device (CUDA_VISIBLE_DEVICES picks it), or Error "no CUDA device: ...".
+int require_device() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    const std::string hint = e == cudaErrorInsufficientDriver
+                                 ? "no NVIDIA driver, or one too old for CUDA " +
+                                       std::to_string(CUDART_VERSION / 1000) + "." +
+                                       std::to_string(CUDART_VERSION % 1000 / 10) + "; "
+                                 : "";
+    throw Error(std::string("no CUDA device: cudaGetDeviceCount: ") + cudaGetErrorString(e) + " (" +
+                hint + "use --device cpu)");
+  }
+  if (count == 0)
+    throw Error("no CUDA device: none found (use --device cpu)");
+  int dev = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  int major = 0;
+  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
+             "cudaDeviceGetAttribute");
+  if (major < 8)
+    throw Error("CUDA device " + std::to_string(dev) + " has compute capability " +
+                std::to_string(major) +
+                ".x; this build has code for 8.0 and newer (use --device cpu)");
+  return dev;
+}
+
+std::string describe(int dev) {
+  cudaDeviceProp prop;
+  cuda_check(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
+  char s[400];
+  std::snprintf(s, sizeof s, "%s (sm_%d%d, %.1f GB)", prop.name, prop.major, prop.minor,
+                double(prop.totalGlobalMem) / 1e9);
+  return s;
+}
+
+// Bytes/s of DRAM from the memory clock and bus width (double data rate); 0 if not reported.
+double peak_bandwidth(int dev) {
+  int khz = 0, bits = 0;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return 2.0 * khz * 1e3 * bits / 8.0;
+}
+
+void check_supported(const Config &c) {
+  if (c.attention != "linear")
+    throw Error("the CUDA backend runs linear attention; this model's attention is " + c.attention);
+}
+
+// A stream and a cuBLAS handle on it. FP32 GEMMs by default (the same products as the CPU's to
+// float rounding); TF32 tensor cores on request.
+struct Gpu {
+  int device = 0;
+  std::string name;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  void *workspace = nullptr;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+
+  explicit Gpu(bool tf32) {
+    device = require_device();
+    name = describe(device);
+    try {
+      cuda_check(cudaSetDevice(device), "cudaSetDevice");
+      cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      blas_check(cublasCreate(&blas), "cublasCreate");
+      blas_check(cublasSetStream(blas, stream), "cublasSetStream");
+      cuda_check(cudaMalloc(&workspace, kBlasWorkspace), "cudaMalloc (cuBLAS workspace)");
+      blas_check(cublasSetWorkspace(blas, workspace, kBlasWorkspace), "cublasSetWorkspace");
+      blas_check(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+                 "cublasSetMathMode");
+      compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~Gpu() { release(); }
+  Gpu(const Gpu &) = delete;
+  Gpu &operator=(const Gpu &) = delete;
+
+  void release() {
+    if (blas)
+      cublasDestroy(blas);
+    if (workspace)
+      cudaFree(workspace);
+    if (stream)
+      cudaStreamDestroy(stream);
+    blas = nullptr;
+    workspace = nullptr;
+    stream = nullptr;
+  }
+};
+
+// One device allocation, freed with its owner; a failed cudaMalloc is an Error, not a crash.
+struct DeviceBlock {
+  void *p = nullptr;
+  size_t bytes = 0;
+  DeviceBlock(size_t n, const std::string &what) : bytes(n) {
+    const cudaError_t e = cudaMalloc(&p, std::max<size_t>(n, 1));
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      throw Error("cudaMalloc (" + what + ", " + mb(double(n)) + "): " + cudaGetErrorString(e));
+    }
+  }
+  ~DeviceBlock() { cudaFree(p); }
+  DeviceBlock(const DeviceBlock &) = delete;
+  DeviceBlock &operator=(const DeviceBlock &) = delete;
+};
+
+// A linear layer in device memory, PyTorch's layout (cuBLAS reads W [out, in] as the transposed
+// operand).
+struct GpuLinear {
+  const float *w, *b;
+  int out, in;
+};
+
+size_t weight_bytes(const Weights &W) {
+  size_t total = 0;
+  auto count = [&](const std::vector<float> &v) {
+    total += align256(v.size() * 4);
+    return static_cast<const float *>(nullptr);
+  };
+  make_view<GpuLinear>(W, count, [&](const Linear &l) {
+    return GpuLinear{count(l.w), count(l.b), l.out, l.in};
+  });
+  return total;
+}
+
+// Every tensor copied once into one allocation.
+struct DeviceWeights {
+  DeviceBlock mem;
+  ModelView<GpuLinear> view;
+  explicit DeviceWeights(const Weights &W) : mem(weight_bytes(W), "weights") {
+    size_t at = 0;
+    auto place = [&](const std::vector<float> &v) {
+      float *d = reinterpret_cast<float *>(static_cast<char *>(mem.p) + at);
+      cuda_check(cudaMemcpy(d, v.data(), v.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+      at += align256(v.size() * 4);
+      return static_cast<const float *>(d);
+    };
+    view = make_view<GpuLinear>(W, place, [&](const Linear &l) {
+      return GpuLinear{place(l.w), place(l.b), l.out, l.in};
+    });
+    // A pageable cudaMemcpy may return before its DMA lands, and the backend's stream does not
+    // wait for the legacy default stream: wait here, once.
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+};
+
+// The batch: state, activations and bytes of `rows` images in one allocation, zeroed.
+struct DeviceBatch {
+  BatchLayout layout;
+  DeviceBlock mem;
+  StepBuffers b;
+  DeviceBatch(const Config &c, int rows)
+      : layout(batch_layout(c, rows)),
+        mem(layout.total, "batch of " + std::to_string(rows) + " images"),
+        b(step_buffers(mem.p, layout)) {
+    cuda_check(cudaMemset(mem.p, 0, layout.total), "cudaMemset");
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); // as for the weights
+  }
+};
+
+// core/forward.h's ops on the GPU.
+class GpuOps {
+public:
+  using Linear = GpuLinear;
+
+  GpuOps(Gpu &gpu, const Config &c, const ModelView<GpuLinear> &w, const StepBuffers &b,
+         bool use_graph)
+      : gpu_(gpu), c_(c), w_(w), b_(b), use_graph_(use_graph) {}
+  ~GpuOps() { drop_graph(); }
+  GpuOps(const GpuOps &) = delete;
+  GpuOps &operator=(const GpuOps &) = delete;
+
+  const StepBuffers &buffers() const { return b_; }
+
+  void embed(const ModelView<GpuLinear> &w, int rows) {
+    launch_embedding(b_.x, w.value_embedding, w.pos, b_.cur, b_.params, rows, c_.d_model,
+                     gpu_.stream);
+  }
+  // Row-major Y [rows, out] = X [rows, in] W^T, W [out, in]. Column-major, cuBLAS sees
+  // Y^T (out x rows) = op(W) X^T with op = transpose on W's [in, out] column-major view. Then
+  // y = act(y + b), rounding as the CPU GEMM's epilogue.
+  void linear(const GpuLinear &l, const float *x, float *y, int rows, Act act) {
+    const float one = 1.0f, zero = 0.0f;
+    blas_check(cublasGemmEx(gpu_.blas, CUBLAS_OP_T, CUBLAS_OP_N, l.out, rows, l.in, &one, l.w,
+                            CUDA_R_32F, l.in, x, CUDA_R_32F, l.in, &zero, y, CUDA_R_32F, l.out,
+                            gpu_.compute, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx");
+    launch_bias_act(y, l.b, rows, l.out, act, gpu_.stream);
+  }
+  void attention(int layer, int rows) {
+    launch_linear_attention(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads,
+                            c_.d_head, gpu_.stream);
+  }
+  void add_norm(float *x, const float *y, NormView n, int rows) {
+    launch_residual_layernorm(x, y, n.w, n.b, rows, c_.d_model, gpu_.stream);
+  }
+  void sample(int rows) {
+    launch_sample_bytes(b_.o, c_.mixtures, b_.given, b_.known, c_.bytes_per_image(), b_.cur, b_.out,
+                        b_.log_prob, b_.params, rows, gpu_.stream);
+  }
+  void advance() { launch_advance_position(b_.params, gpu_.stream); }
+
+  // Host copies happen once per chunk: synchronous, so the host buffers may go right after.
+  void upload(void *dst, const void *src, size_t n) {
+    cuda_check(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, gpu_.stream),
+               "cudaMemcpyAsync");
+    sync();
+  }
+  void download(void *dst, const void *src, size_t n) {
+    cuda_check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, gpu_.stream),
+               "cudaMemcpyAsync");
+    sync();
+  }
+  void download_columns(uint8_t *dst, size_t dpitch, const uint8_t *src, size_t spitch,
+                        size_t width, size_t rows) {
+    cuda_check(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDeviceToHost,
+                                 gpu_.stream),
+               "cudaMemcpy2DAsync");
+    sync();
+  }
+  void zero(void *p, size_t n) {
+    cuda_check(cudaMemsetAsync(p, 0, n, gpu_.stream), "cudaMemsetAsync");
+  }
+  void sync() { cuda_check(cudaStreamSynchronize(gpu_.stream), "cudaStreamSynchronize"); }
+
+  // `count` whole steps of `rows` rows. The first step of a new shape runs as plain launches
+  // (it loads every kernel and lets cuBLAS pick its own, outside capture), then the sequence is
+  // captured once and each further step is one graph launch.
+  void steps(int rows, int count) {
+    if (count <= 0)
+      return;
+    if (!use_graph_) {
+      for (int i = 0; i < count; ++i)
+        step(*this, c_, w_, rows);
+      return;
+    }
+    if (!exec_ || graph_rows_ != rows) {
+      step(*this, c_, w_, rows);
+      --count;
+      capture(rows);
+    }
+    for (int i = 0; i < count; ++i)
+      cuda_check(cudaGraphLaunch(exec_, gpu_.stream), "cudaGraphLaunch");
+  }
+
+private:
+  void capture(int rows) {
+    drop_graph();
+    cuda_check(cudaStreamBeginCapture(gpu_.stream, cudaStreamCaptureModeThreadLocal),
+               "cudaStreamBeginCapture");
+    cudaGraph_t graph = nullptr;
+    try {
+      step(*this, c_, w_, rows);
+    } catch (...) {
+      cudaStreamEndCapture(gpu_.stream, &graph); // leave the stream usable
+      if (graph)
+        cudaGraphDestroy(graph);
+      cudaGetLastError();
+      throw;
+    }
+    cuda_check(cudaStreamEndCapture(gpu_.stream, &graph), "cudaStreamEndCapture");
+    const cudaError_t e = cudaGraphInstantiate(&exec_, graph, 0);
+    cudaGraphDestroy(graph);
+    cuda_check(e, "cudaGraphInstantiate");
+    graph_rows_ = rows;
+  }
+  void drop_graph() {
+    if (exec_)
+      cudaGraphExecDestroy(exec_);
+    exec_ = nullptr;
+    graph_rows_ = -1;
+  }
+
+  Gpu &gpu_;
+  const Config &c_;
+  const ModelView<GpuLinear> &w_;
+  const StepBuffers &b_;
+  bool use_graph_;
+  cudaGraphExec_t exec_ = nullptr;
+  int graph_rows_ = -1;
+};
+
+int64_t free_memory() {
+  size_t free_b = 0, total_b = 0;
+  cuda_check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  return int64_t(free_b);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The device context and the weights, made once; a batch per run.
+class CudaBackend : public Backend {
+public:
+  CudaBackend(const Model &m, const RunOptions &o)
+      : model_(m), options_(o), gpu_((check_supported(m.config), o.tf32)), weights_(m.weights) {}
+
+  std::string device() const override { return gpu_.name; }
+
+  int64_t batch_for(int64_t count) const override {
+    return plan_batch(model_.config, options_.batch, count, free_memory(), gpu_.name);
+  }
+
+  RunInfo run(const Rollout &job, const Progress &progress) override {
+    const Config &c = model_.config;
+    const auto t0 = std::chrono::steady_clock::now();
+    const int batch = plan_batch(c, options_.batch, job.count, free_memory(), gpu_.name);
+    DeviceBatch mem(c, batch);
+    GpuOps ops(gpu_, c, weights_.view, mem.b, options_.graph);
+    RunInfo info;
+    info.device = gpu_.name;
+    info.batch = batch;
+    info.memory_bytes = int64_t(mem.layout.total);
+    info.state_bytes = int64_t(mem.layout.state_bytes);
+    info.peak_bandwidth = peak_bandwidth(gpu_.device);
+    info.seconds_setup = seconds_since(t0);
+    const auto t1 = std::chrono::steady_clock::now();
+    const int steps = rollout_steps(c, job);
+    DoneHook hook;
+    if (progress)
+      hook = [&](int64_t done) { progress(done, job.count * steps); };
+    rollout(ops, c, job, hook, 32); // a report waits for the GPU, so not every step
+    if (progress)
+      progress(job.count * steps, job.count * steps);
+    info.seconds_steps = seconds_since(t1);
+    return info;
+  }
+
+private:
+  const Model &model_;
+  RunOptions options_;
+  Gpu gpu_;
+  DeviceWeights weights_;
+};
+
+} // namespace
+
+std::string cuda_require_device() { return describe(require_device()); }
+
+std::unique_ptr<Backend> make_cuda_backend_here(const Model &m, const RunOptions &o) {
+  return std::make_unique<CudaBackend>(m, o);
+}
+
+struct CudaDecoder::Impl {
+  const Config &c;
+  Gpu gpu;
+  DeviceWeights w;
+  int rows;
+  DeviceBatch mem;
+  GpuOps ops;
+  Impl(const Model &m, int rows_, bool tf32)
+      : c(m.config), gpu(tf32), w(m.weights),
+        rows(plan_batch(m.config, rows_, rows_, free_memory(), gpu.name)), mem(c, rows),
+        ops(gpu, c, w.view, mem.b, false) {}
+};
+
+CudaDecoder::CudaDecoder(const Model &m, int rows, bool tf32) {
+  check_supported(m.config);
+  if (rows < 1)
+    throw Error("CudaDecoder: rows must be at least 1");
+  impl_ = std::make_unique<Impl>(m, rows, tf32);
+}
+
+CudaDecoder::~CudaDecoder() = default;
+
+void CudaDecoder::step(int t, const uint8_t *bytes, float *o) {
+  Impl &d = *impl_;
+  if (t < 0 || t >= d.c.positions())
+    throw Error("CudaDecoder::step: position " + std::to_string(t) + " is outside [0, " +
+                std::to_string(d.c.positions()) + ")");
+  StepParams p;
+  p.t = t;
+  d.ops.upload(d.mem.b.cur, bytes, size_t(d.rows));
+  d.ops.upload(d.mem.b.params, &p, sizeof p);
+  forward(d.ops, d.c, d.w.view, d.rows);
+  d.ops.download(o, d.mem.b.o, size_t(d.rows) * d.c.d_out() * 4);
+}
+
+int CudaDecoder::rows() const { return impl_->rows; }
+
+int64_t CudaDecoder::state_bytes() const { return int64_t(impl_->mem.layout.state_bytes); }
+
+} // namespace tarnn
+
+// The plugin's one entry point (plugin_api.h).
+extern "C" const tarnn::CudaPluginApi *tarnn_cuda_plugin() {
+  static const std::string version = std::string(tarnn::version()) + " " + tarnn::git_commit();
+  static const tarnn::CudaPluginApi api{tarnn::kCudaPluginAbi, version.c_str(),
+                                        &tarnn::cuda_require_device,
+                                        &tarnn::make_cuda_backend_here};
+  return &api;
+}

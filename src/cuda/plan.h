@@ -1,0 +1,29 @@
+// How many images the CUDA backend holds at once: host arithmetic, compiled in every build so the
+// CPU tests cover it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tarnn/config.h"
+
+namespace tarnn {
+
+// Device bytes one more image adds to a batch (state, activations, bytes), alignment aside.
+int64_t cuda_bytes_per_image(const Config &c);
+
+// The most images an automatic batch holds: more gains nothing once the GPU is full, and it keeps
+// every index of a launch far from 32-bit limits.
+constexpr int64_t kMaxAutoBatch = 65536;
+
+// Free memory to leave for cuBLAS, the CUDA graph and the driver.
+int64_t cuda_memory_reserve(int64_t free_bytes);
+
+// The batch for `count` images on a device with `free_bytes` free (weights already resident):
+// `requested` > 0 is taken (capped at count) if it fits, else an Error saying how much it needs
+// and what is free; 0 is as many as fit (capped at count and kMaxAutoBatch). An Error too when
+// not even one image fits.
+int plan_batch(const Config &c, int64_t requested, int64_t count, int64_t free_bytes,
+               const std::string &device);
+
+} // namespace tarnn

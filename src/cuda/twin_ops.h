@@ -1,0 +1,52 @@
+// The CUDA backend's CPU twin: core/forward.h and core/rollout.h run with each kernel's CPU twin
+// (kernels/*.h) on host memory laid out as on the device, and cuBLAS's place taken by the plain
+// fused multiply-add GEMM, the bias added after it by bias_act as on the GPU. It must reproduce
+// the CPU backend to the bit, which the CPU tests check on machines without a GPU; test_cuda
+// checks each kernel against its twin where there is one.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "../../kernels/bias_act.h"
+#include "../../kernels/linear_attention.h"
+#include "../core/rollout.h"
+#include "../cpu/gemm.h"
+#include "../cpu/host_ops.h"
+
+namespace tarnn {
+
+struct TwinLinear {
+  const float *w, *b;
+  int out, in;
+};
+
+class TwinOps : public HostOps<TwinOps, TwinLinear> {
+public:
+  using HostOps::HostOps;
+  void linear(const TwinLinear &l, const float *x, float *y, int rows, Act act) {
+    linear_forward_ref(l.w, nullptr, l.out, l.in, x, l.in, rows, y, l.out, Act::None); // cuBLAS
+    bias_act_cpu(y, l.b, rows, l.out, act);
+  }
+  void attention(int layer, int rows) {
+    linear_attention_cpu(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads, c_.d_head);
+  }
+};
+
+// The CUDA backend's rollout on the CPU, `batch` images at a time.
+inline void run_twin(const Model &m, const Rollout &job, int batch) {
+  const Config &c = m.config;
+  const BatchLayout layout =
+      batch_layout(c, std::min<int64_t>(batch, std::max<int64_t>(job.count, 1)));
+  std::vector<double> mem(layout.total / sizeof(double) + 1); // 8-byte aligned, like the device's
+  const StepBuffers b = step_buffers(mem.data(), layout);
+  const ModelView<TwinLinear> w = make_view<TwinLinear>(
+      m.weights, [](const std::vector<float> &v) { return v.data(); },
+      [](const Linear &l) {
+        return TwinLinear{l.w.data(), l.b.data(), l.out, l.in};
+      });
+  TwinOps ops(c, w, b);
+  rollout(ops, c, job, nullptr, 1);
+}
+
+} // namespace tarnn

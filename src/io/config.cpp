@@ -1,0 +1,121 @@
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tarnn/config.h"
+#include "tarnn/error.h"
+
+namespace tarnn {
+
+using nlohmann::json;
+
+Config Config::mnist() { return Config{}; }
+
+Config Config::cifar10() {
+  Config c;
+  c.height = c.width = 32;
+  c.channels = 3;
+  c.n_layers = 16;
+  return c;
+}
+
+const char *act_name(Act a) { return a == Act::Relu ? "relu" : a == Act::Gelu ? "gelu" : "none"; }
+
+int64_t Config::parameter_count() const {
+  const int64_t d = d_model, a = d_attn(), f = d_ff;
+  const int64_t layer = 3 * (a * d + a) + (d * a + d) + (f * d + f) + (d * f + d) + 4 * d;
+  return 256 * int64_t(half()) + int64_t(positions()) * half() + n_layers * layer + 2 * d +
+         int64_t(d_out()) * d + d_out();
+}
+
+void Config::validate(const std::string &where) const {
+  auto check = [&](bool ok, const std::string &msg) {
+    if (!ok)
+      throw Error(where + ": " + msg);
+  };
+  check(format_version == 1, "format_version " + std::to_string(format_version) +
+                                 " is not supported (this build reads version 1)");
+  check(attention == "linear" || attention == "softmax",
+        "attention \"" + attention + "\" is not supported (linear or softmax)");
+  // Bounds keep a hostile config from asking for absurd allocations; they are far above any
+  // model this engine is for (CIFAR-10 is 32x32x3, d_model 256).
+  auto in = [&](int v, int lo, int hi, const char *name) {
+    check(v >= lo && v <= hi, std::string(name) + " = " + std::to_string(v) + " is out of range [" +
+                                  std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  };
+  in(height, 1, 4096, "height");
+  in(width, 1, 4096, "width");
+  in(channels, 1, 4, "channels");
+  check(int64_t(height) * width * channels >= 2 && int64_t(height) * width * channels <= (1 << 20),
+        "height * width * channels must be in [2, 1048576]");
+  in(n_layers, 1, 256, "n_layers");
+  in(n_heads, 1, 256, "n_heads");
+  in(d_head, 1, 256, "d_head");
+  in(d_model, 2, 16384, "d_model");
+  check(d_model % 2 == 0, "d_model must be even (half value embedding, half position)");
+  in(d_ff, 1, 65536, "d_ff");
+  in(mixtures, 1, 64, "mixtures");
+  check(activation == Act::Relu || activation == Act::Gelu, "activation must be relu or gelu");
+}
+
+Config Config::from_json_file(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    throw Error(path + ": cannot open (does the model folder exist?)");
+  std::stringstream text;
+  text << in.rdbuf();
+  const json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    throw Error(path + ": not a JSON object");
+  Config c;
+  auto get_int = [&](const char *key, int &dst) {
+    if (!j.contains(key))
+      throw Error(path + ": missing \"" + key + "\"");
+    if (!j[key].is_number_integer())
+      throw Error(path + ": \"" + key + "\" must be an integer");
+    const int64_t v = j[key].get<int64_t>();
+    if (v < -(int64_t(1) << 30) || v > (int64_t(1) << 30))
+      throw Error(path + ": \"" + key + "\" = " + std::to_string(v) + " is out of range");
+    dst = int(v);
+  };
+  auto get_str = [&](const char *key) {
+    if (!j.contains(key) || !j[key].is_string())
+      throw Error(path + ": missing string \"" + key + "\"");
+    return j[key].get<std::string>();
+  };
+  get_int("format_version", c.format_version);
+  get_int("height", c.height);
+  get_int("width", c.width);
+  get_int("channels", c.channels);
+  get_int("n_layers", c.n_layers);
+  get_int("n_heads", c.n_heads);
+  get_int("d_head", c.d_head);
+  get_int("d_model", c.d_model);
+  get_int("d_ff", c.d_ff);
+  get_int("mixtures", c.mixtures);
+  const std::string act = get_str("activation");
+  if (act != "relu" && act != "gelu")
+    throw Error(path + ": activation \"" + act + "\" is not supported (relu or gelu)");
+  c.activation = act == "relu" ? Act::Relu : Act::Gelu;
+  c.attention = get_str("attention");
+  c.validate(path);
+  return c;
+}
+
+std::string Config::to_json() const {
+  const json j = {{"format_version", format_version},
+                  {"height", height},
+                  {"width", width},
+                  {"channels", channels},
+                  {"n_layers", n_layers},
+                  {"n_heads", n_heads},
+                  {"d_head", d_head},
+                  {"d_model", d_model},
+                  {"d_ff", d_ff},
+                  {"activation", act_name(activation)},
+                  {"mixtures", mixtures},
+                  {"attention", attention}};
+  return j.dump(2);
+}
+
+} // namespace tarnn

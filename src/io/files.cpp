@@ -1,0 +1,130 @@
+// Reading whole files, and writing them so that an output is either complete or not there.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "tarnn/error.h"
+#include "tarnn/io.h"
+
+namespace tarnn {
+
+namespace {
+
+std::string os_error(const std::string &path, const char *what) {
+  return path + ": " + what + ": " + std::strerror(errno);
+}
+
+std::string folder_of(const std::string &path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string name_of(const std::string &path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// The umask, read without setting it (umask() would race with other threads creating files).
+mode_t process_umask() {
+  static const mode_t mask = [] {
+    mode_t m = 022;
+    if (FILE *f = std::fopen("/proc/self/status", "r")) {
+      char line[128];
+      unsigned v = 0;
+      while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "Umask: %o", &v) == 1) {
+          m = mode_t(v);
+          break;
+        }
+      std::fclose(f);
+    }
+    return m;
+  }();
+  return mask;
+}
+
+} // namespace
+
+std::vector<uint8_t> read_file(const std::string &path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw Error(os_error(path, "cannot open"));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(path + ": " + (S_ISDIR(st.st_mode) ? "is a folder, not a file" : "not a file"));
+  }
+  std::vector<uint8_t> data(size_t(st.st_size));
+  size_t at = 0;
+  while (at < data.size()) {
+    const ssize_t n = ::read(fd, data.data() + at, data.size() - at);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      const std::string e =
+          n < 0 ? os_error(path, "cannot read") : path + ": shorter than its size";
+      ::close(fd);
+      throw Error(e);
+    }
+    at += size_t(n);
+  }
+  ::close(fd);
+  return data;
+}
+
+void write_file_atomic(const std::string &path, const void *data, size_t size) {
+  if (path.empty())
+    throw Error("an output path is empty");
+  // A new name in the target's folder, created exclusively (O_EXCL through mkstemp): a planted
+  // link is never followed and two runs writing the same output never share a temporary.
+  std::string tmp = folder_of(path) + "/." + name_of(path) + ".tmp-XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0)
+    throw Error(os_error(path, "cannot write"));
+  auto fail = [&](const char *what) {
+    const std::string e = os_error(path, what);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw Error(e);
+  };
+  ::fchmod(fd, 0666 & ~process_umask()); // mkstemp makes 0600; an output is an ordinary file
+  const auto *p = static_cast<const char *>(data);
+  for (size_t at = 0; at < size;) {
+    const ssize_t n = ::write(fd, p + at, size - at);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      if (n == 0)
+        errno = ENOSPC;
+      fail("cannot write");
+    }
+    at += size_t(n);
+  }
+  if (::fsync(fd) != 0)
+    fail("cannot write (fsync)");
+  if (::close(fd) != 0) {
+    const std::string e = os_error(path, "cannot write (close)");
+    ::unlink(tmp.c_str());
+    throw Error(e);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string e = os_error(path, "cannot write");
+    ::unlink(tmp.c_str());
+    throw Error(e);
+  }
+}
+
+void write_file_atomic(const std::string &path, const std::string &text) {
+  write_file_atomic(path, text.data(), text.size());
+}
+
+void write_png(const std::string &path, int width, int height, int channels, const uint8_t *data) {
+  const std::vector<uint8_t> png = encode_png(width, height, channels, data);
+  write_file_atomic(path, png.data(), png.size());
+}
+
+} // namespace tarnn

@@ -1,0 +1,140 @@
+// load_model and random_model (include/tarnn/model.h).
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "safetensors.h"
+#include "tarnn/error.h"
+#include "tarnn/model.h"
+
+namespace tarnn {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t> &s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+class Reader {
+public:
+  explicit Reader(const SafeTensors &st) : st_(st) {}
+
+  // The tensor `name` as fp32, checked to have shape `want` (or one of `alts`).
+  std::vector<float> take(const std::string &name, const std::vector<int64_t> &want,
+                          const std::vector<int64_t> &alt = {}) {
+    const auto it = st_.tensors().find(name);
+    if (it == st_.tensors().end())
+      throw Error(st_.path() + ": missing tensor " + name + " " + shape_str(want));
+    const auto &shape = it->second.shape;
+    if (shape != want && (alt.empty() || shape != alt))
+      throw Error(st_.path() + ": tensor " + name + " has shape " + shape_str(shape) +
+                  ", config.json wants " + shape_str(want));
+    used_.insert(name);
+    std::vector<float> v = st_.to_float(name);
+    for (float x : v)
+      if (!std::isfinite(x))
+        throw Error(st_.path() + ": tensor " + name + " holds a non-finite value");
+    return v;
+  }
+
+  Linear linear(const std::string &prefix, int out, int in) {
+    Linear l{out, in, take(prefix + ".weight", {out, in}), take(prefix + ".bias", {out})};
+    return l;
+  }
+
+  Norm norm(const std::string &prefix, int n) {
+    return Norm{take(prefix + ".weight", {n}), take(prefix + ".bias", {n})};
+  }
+
+  void check_all_used() const {
+    for (const auto &[name, info] : st_.tensors())
+      if (!used_.count(name))
+        throw Error(st_.path() + ": unexpected tensor " + name + " (not in the model of " +
+                    "config.json)");
+  }
+
+private:
+  const SafeTensors &st_;
+  std::set<std::string> used_;
+};
+
+void append(std::vector<float> &dst, const std::vector<float> &src) {
+  dst.insert(dst.end(), src.begin(), src.end());
+}
+
+} // namespace
+
+Model load_model(const std::string &dir) {
+  Model m;
+  m.source = dir;
+  m.config = Config::from_json_file(dir + "/config.json");
+  const Config &c = m.config;
+  const SafeTensors st(dir + "/model.safetensors");
+  Reader r(st);
+  Weights &w = m.weights;
+  const int h = c.half(), d = c.d_model, a = c.d_attn();
+  w.value_embedding = r.take("value_embedding.weight", {256, h});
+  w.pos = r.take("pos_embedding.pe", {c.positions(), h}, {1, c.positions(), h});
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string p = "transformer.layers." + std::to_string(i) + ".";
+    LayerWeights lw;
+    lw.qkv = Linear{3 * a, d, {}, {}};
+    for (const char *proj : {"query", "key", "value"}) {
+      const Linear part = r.linear(p + "attention." + proj + "_projection", a, d);
+      append(lw.qkv.w, part.w);
+      append(lw.qkv.b, part.b);
+    }
+    lw.out = r.linear(p + "attention.out_projection", d, a);
+    lw.ff1 = r.linear(p + "linear1", c.d_ff, d);
+    lw.ff2 = r.linear(p + "linear2", d, c.d_ff);
+    lw.norm1 = r.norm(p + "norm1", d);
+    lw.norm2 = r.norm(p + "norm2", d);
+    w.layers.push_back(std::move(lw));
+  }
+  w.final_norm = r.norm("transformer.norm", d);
+  w.predictor = r.linear("predictor", c.d_out(), d);
+  r.check_all_used();
+  return m;
+}
+
+Model random_model(const Config &c, uint64_t seed) {
+  c.validate("random model");
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](size_t n, float bound) {
+    std::uniform_real_distribution<float> u(-bound, bound);
+    std::vector<float> v(n);
+    for (float &x : v)
+      x = u(rng);
+    return v;
+  };
+  auto linear = [&](int out, int in) { // torch.nn.Linear's default init
+    const float bound = 1.0f / std::sqrt(float(in));
+    return Linear{out, in, uniform(size_t(out) * in, bound), uniform(size_t(out), bound)};
+  };
+  auto norm = [&](int n) { return Norm{std::vector<float>(n, 1.0f), std::vector<float>(n, 0.0f)}; };
+  Model m;
+  m.config = c;
+  m.source = "random weights (seed " + std::to_string(seed) + ")";
+  Weights &w = m.weights;
+  const int h = c.half(), d = c.d_model;
+  w.value_embedding = uniform(256 * size_t(h), 1.7f); // about unit variance, like N(0, 1)
+  w.pos.resize(size_t(c.positions()) * h);
+  for (int t = 0; t < c.positions(); ++t)
+    for (int i = 0; i < h; i += 2) {
+      const double f = std::exp(-double(i) * std::log(10000.0) / h);
+      w.pos[size_t(t) * h + i] = float(std::sin(t * f));
+      if (i + 1 < h)
+        w.pos[size_t(t) * h + i + 1] = float(std::cos(t * f));
+    }
+  for (int i = 0; i < c.n_layers; ++i)
+    w.layers.push_back(LayerWeights{linear(3 * c.d_attn(), d), linear(d, c.d_attn()),
+                                    linear(c.d_ff, d), linear(d, c.d_ff), norm(d), norm(d)});
+  w.final_norm = norm(d);
+  w.predictor = linear(c.d_out(), d);
+  return m;
+}
+
+} // namespace tarnn

@@ -1,0 +1,143 @@
+// Image completion, the paper's Figure 3 (include/tarnn/jobs.h): each chosen image copied once
+// per sample into one rollout whose mask says which bytes are given.
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "tarnn/error.h"
+#include "tarnn/jobs.h"
+
+namespace tarnn {
+
+namespace {
+
+int64_t parse_index(const std::string &s, const std::string &token) {
+  if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos)
+    throw Error("--index: '" + token +
+                "' is not an index or a range (examples: 3, 0-15, 0,5,9-12)");
+  return std::stoll(s);
+}
+
+} // namespace
+
+std::vector<int64_t> parse_index_list(const std::string &spec, int64_t count) {
+  if (spec.empty())
+    throw Error("--index is empty (examples: 3, 0-15, 0,5,9-12)");
+  std::vector<int64_t> out;
+  std::set<int64_t> seen;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = spec.find(',', at);
+    const std::string token = spec.substr(at, comma == std::string::npos ? comma : comma - at);
+    const size_t dash = token.find('-');
+    const int64_t first = parse_index(token.substr(0, dash), token);
+    const int64_t last =
+        dash == std::string::npos ? first : parse_index(token.substr(dash + 1), token);
+    if (last < first)
+      throw Error("--index: range '" + token + "' runs backwards");
+    if (last >= count) // checked before expanding, so a huge range costs nothing
+      throw Error("--index: image " + std::to_string(last) + " is out of range: the file holds " +
+                  std::to_string(count) + (count == 1 ? " image (index 0)" : " images (0-") +
+                  (count == 1 ? "" : std::to_string(count - 1) + ")"));
+    for (int64_t i = first; i <= last; ++i) {
+      if (!seen.insert(i).second)
+        throw Error("--index: image " + std::to_string(i) + " is chosen twice");
+      out.push_back(i);
+    }
+    if (comma == std::string::npos)
+      break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vector<int64_t> &index,
+                         const std::vector<uint8_t> &known, int samples, uint64_t seed,
+                         const Progress &progress) {
+  const Config &c = engine.config();
+  if (images.height != c.height || images.width != c.width || images.channels != c.channels)
+    throw Error("the images are not the model's size");
+  const size_t T = images.bytes_per_image();
+  const int64_t n = int64_t(index.size()), K = samples;
+  if (known.size() != T)
+    throw Error("mask has " + std::to_string(known.size()) + " bytes, images " + std::to_string(T));
+  if (samples < 1 || samples > kMaxSamples)
+    throw Error("--samples must be in [1, " + std::to_string(kMaxSamples) + "] (got " +
+                std::to_string(samples) + ")");
+  if (n * samples > kMaxCompletions)
+    throw Error(std::to_string(n) + " images x " + std::to_string(samples) + " samples is over " +
+                std::to_string(kMaxCompletions) + " completions: split the job with --index");
+  for (int64_t i : index)
+    if (i < 0 || i >= images.count)
+      throw Error("image index " + std::to_string(i) + " is outside the file");
+  // Row i * K + k of the job is completion k of index[i]: the input copied K times.
+  std::vector<uint8_t> given(size_t(n * K) * T), mask(size_t(n * K) * T);
+  for (int64_t r = 0; r < n * K; ++r) {
+    std::memcpy(&given[r * T], &images.bytes[size_t(index[r / K]) * T], T);
+    std::memcpy(&mask[r * T], known.data(), T);
+  }
+  ImageSet out{n * K, images.height, images.width, images.channels, {}};
+  out.bytes.resize(given.size());
+  // A rollout numbers its images first_index, first_index + 1, ...; a run of consecutive file
+  // indices therefore maps onto one rollout (index i, sample k -> i * K + k), and a selection
+  // like 0-15 is a single batched job.
+  const int64_t total = n * K * int64_t(T - 1);
+  int64_t done_before = 0;
+  for (int64_t start = 0; start < n;) {
+    int64_t end = start + 1;
+    while (end < n && index[end] == index[end - 1] + 1)
+      ++end;
+    Rollout job;
+    job.count = (end - start) * K;
+    job.seed = seed;
+    job.first_index = completion_rng_index(index[start], samples, 0);
+    job.given = &given[size_t(start * K) * T];
+    job.known = &mask[size_t(start * K) * T];
+    job.out = &out.bytes[size_t(start * K) * T];
+    Progress inner;
+    if (progress)
+      inner = [&](int64_t done, int64_t) { progress(done_before + done, total); };
+    engine.run(job, inner);
+    done_before += job.count * int64_t(T - 1);
+    start = end;
+  }
+  return out;
+}
+
+ImageSet completion_grid(const ImageSet &images, const std::vector<int64_t> &index,
+                         const std::vector<uint8_t> &known, const ImageSet &completions,
+                         int samples) {
+  const int H = images.height, W = images.width, C = images.channels, pad = 2;
+  const int G = C == 1 ? 3 : C; // grayscale goes to RGB so the occlusion can be tinted
+  const int n = int(index.size()), cols = samples + 2;
+  const size_t T = size_t(H) * W * C;
+  ImageSet g{1, n * H + (n + 1) * pad, cols * W + (cols + 1) * pad, G, {}};
+  g.bytes.assign(size_t(g.height) * g.width * G, 64);
+  // Draws image `src` into cell (row, col); with `mask`, unknown bytes are shown as occluded.
+  auto draw = [&](int row, int col, const uint8_t *src, const uint8_t *mask) {
+    for (int y = 0; y < H; ++y)
+      for (int x = 0; x < W; ++x) {
+        uint8_t *px =
+            &g.bytes[(size_t(pad + row * (H + pad) + y) * g.width + pad + col * (W + pad) + x) * G];
+        const size_t at = (size_t(y) * W + x) * C;
+        if (C == 1) {
+          const bool hidden = mask && !mask[at];
+          px[0] = hidden ? 120 : src[at]; // dim red: cannot be mistaken for a grey pixel
+          px[1] = px[2] = hidden ? 0 : src[at];
+        } else {
+          for (int j = 0; j < C; ++j)
+            px[j] = mask && !mask[at + j] ? ((x + y) % 2 ? 96 : 160) : src[at + j];
+        }
+      }
+  };
+  for (int i = 0; i < n; ++i) {
+    const uint8_t *original = &images.bytes[size_t(index[i]) * T];
+    draw(i, 0, original, known.data());
+    for (int k = 0; k < samples; ++k)
+      draw(i, 1 + k, &completions.bytes[(size_t(i) * samples + k) * T], nullptr);
+    draw(i, cols - 1, original, nullptr);
+  }
+  return g;
+}
+
+} // namespace tarnn

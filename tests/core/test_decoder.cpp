@@ -1,0 +1,159 @@
+// The forward pass and the rollout (src/core) on the CPU backend in RNN mode against the PyTorch
+// parallel reference (goldens), the fast path against the plain path over a full rollout, and the
+// reproducibility contract of SPEC section 3.
+#include <cmath>
+#include <cstring>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "src/cpu/cpu_ops.h"
+#include "src/cpu/decoder.h"
+#include "tarnn/tarnn.h"
+#include "test_util.h"
+
+using namespace tarnn;
+using namespace tarnn_test;
+
+namespace {
+
+RunOptions run_options(int64_t batch, int threads, bool reference) {
+  RunOptions o;
+  o.batch = batch;
+  o.threads = threads;
+  o.reference = reference;
+  return o;
+}
+
+// Teacher-forces the golden inputs through the decoder; checks every position's mixture
+// parameters and each image's bits/dim against tools/random_model.py's float64 reference.
+void check_golden(const std::string &dir, double param_tol, double bpd_tol, bool reference) {
+  const Model m = load_model(dir);
+  const Config &c = m.config;
+  const CpuWeights w(m);
+  const ImageSet in = read_images(dir + "/inputs-idx-ubyte", c);
+  const auto expected = nlohmann::json::parse(read_file(dir + "/expected.json"));
+  const int n = int(in.count), T = c.bytes_per_image(), K3 = c.d_out();
+  Decoder<CpuOps> dec(c, w.view(), n, true, reference);
+  std::vector<uint8_t> cur(n);
+  std::vector<float> o(size_t(n) * K3);
+  double worst = 0;
+  for (int t = 0; t + 1 < T; ++t) {
+    for (int r = 0; r < n; ++r)
+      cur[r] = in.bytes[size_t(r) * T + t];
+    dec.step(t, cur.data(), o.data());
+    for (int r = 0; r < n; ++r)
+      for (int j = 0; j < K3; ++j) {
+        const double want = expected["mixture_params"][r][t][j];
+        worst = std::max(worst, std::fabs(o[size_t(r) * K3 + j] - want));
+        ASSERT_NEAR(o[size_t(r) * K3 + j], want, param_tol) << "image " << r << " t " << t;
+      }
+  }
+  std::vector<double> lp(n);
+  std::vector<uint8_t> out(in.bytes.size());
+  Rollout job;
+  job.count = n;
+  job.given = in.bytes.data();
+  job.out = out.data();
+  job.log_prob = lp.data();
+  Engine(m, run_options(2, 2, reference)).run(job);
+  for (int r = 0; r < n; ++r) {
+    const double bpd = -lp[r] / (c.positions() * std::log(2.0));
+    EXPECT_NEAR(bpd, expected["bits_per_dim"][r].get<double>(), bpd_tol) << "image " << r;
+  }
+  EXPECT_EQ(out, in.bytes); // teacher forcing reproduces the input
+  std::printf("%s: worst mixture-parameter error %.3g over %d positions\n", dir.c_str(), worst,
+              T - 1);
+}
+
+std::vector<uint8_t> sample(const Model &m, int64_t count, uint64_t seed, int batch, int threads,
+                            int64_t first = 0, bool reference = false) {
+  Engine engine(m, run_options(batch, threads, reference));
+  return sample_images(engine, count, seed, first).bytes;
+}
+
+const Model &mnist_random() {
+  static const Model m = random_model(Config::mnist(), 42);
+  return m;
+}
+
+} // namespace
+
+TEST(Parity, SmallGoldenFastPath) { check_golden(small_golden(), 2e-5, 1e-5, false); }
+TEST(Parity, SmallGoldenReferencePath) { check_golden(small_golden(), 2e-5, 1e-5, true); }
+
+// The paper's MNIST size, 783 positions: mixture parameters to 1e-4, bits/dim to 1e-4.
+TEST(Parity, MnistSizeGolden) {
+  if (mnist_golden().empty())
+    GTEST_FAIL() << "TARNN_GOLDEN_MNIST is not set: run through ctest, whose fixture makes it";
+  check_golden(mnist_golden(), 1e-4, 1e-4, false);
+}
+
+// The fast path (AVX-512 GEMM) and the plain path agree to the bit over a whole rollout of
+// sampling at the MNIST size, so state, outputs and sampled bytes are all identical.
+TEST(FastVsReference, FullRolloutIsBitIdentical) {
+  const Model &w = mnist_random();
+  EXPECT_EQ(sample(w, 2, 9, 2, 1, 0, false), sample(w, 2, 9, 2, 1, 0, true));
+}
+
+TEST(Reproducibility, SameSeedSameImagesWhateverBatchAndThreads) {
+  const Model &w = mnist_random();
+  const std::vector<uint8_t> base = sample(w, 6, 1234, 6, 1);
+  EXPECT_EQ(base, sample(w, 6, 1234, 1, 1));
+  EXPECT_EQ(base, sample(w, 6, 1234, 4, 2)); // batches of 4 then 2, slices of 2 and 1
+  EXPECT_EQ(base, sample(w, 6, 1234, 6, 3));
+  EXPECT_EQ(base, sample(w, 6, 1234, 5, 4));
+  EXPECT_NE(base, sample(w, 6, 1235, 6, 1));
+}
+
+TEST(Reproducibility, ImageIndexRangesSplitAJob) {
+  const Model &w = mnist_random();
+  const size_t T = Config::mnist().bytes_per_image();
+  const std::vector<uint8_t> all = sample(w, 5, 77, 5, 2);
+  const std::vector<uint8_t> tail = sample(w, 3, 77, 3, 1, /*first=*/2);
+  EXPECT_TRUE(std::equal(tail.begin(), tail.end(), all.begin() + 2 * T));
+  // and images differ from one another
+  EXPECT_FALSE(std::equal(all.begin(), all.begin() + T, all.begin() + T));
+}
+
+TEST(Memory, StateIsConstantPerImageWhateverThePosition) {
+  const Config c = Config::mnist();
+  // 8 layers x 8 heads x (32 x 32 + 32) floats = 270,336 bytes, as the paper's size implies
+  EXPECT_EQ(c.state_floats_per_image() * 4, 270336);
+  const Model &m = mnist_random();
+  const CpuWeights w(m);
+  EXPECT_EQ((Decoder<CpuOps>(c, w.view(), 10, true, false).state_bytes()), 10 * 270336);
+}
+
+// Every default is resolved in one place, with one meaning for 0 on every device and command.
+TEST(RunOptions, DefaultsAndBadValues) {
+  const Config c = Config::mnist();
+  const RunOptions d = resolve_run_options(c, RunOptions{});
+  EXPECT_EQ(d.batch, kDefaultCpuBatch);
+  EXPECT_GE(d.threads, 1); // 0: every core
+  EXPECT_EQ(resolve_run_options(c, run_options(7, 3, false)).batch, 7);
+  EXPECT_EQ(resolve_run_options(c, run_options(7, 3, false)).threads, 3);
+  EXPECT_THROW(resolve_run_options(c, run_options(-1, 1, false)), Error);
+  EXPECT_THROW(resolve_run_options(c, run_options(kMaxBatch + 1, 1, false)), Error);
+  EXPECT_THROW(resolve_run_options(c, run_options(1, -1, false)), Error);
+  EXPECT_THROW(resolve_run_options(c, run_options(1, kMaxThreads + 1, false)), Error);
+  EXPECT_THROW(resolve_run_options(c, run_options(4'000'000, 1, false)), Error); // 1 TB of state
+  RunOptions tpu;
+  tpu.device = "tpu";
+  EXPECT_THROW(resolve_run_options(c, tpu), Error);
+  RunOptions gpu;
+  gpu.device = "cuda";
+  EXPECT_EQ(resolve_run_options(c, gpu).batch, 0); // what fits, known when a job runs
+}
+
+// A worker's failure is an Error on the calling thread, not a crash, and the engine stays usable.
+TEST(Engine, ProgressThatThrowsStopsTheRunAndTheEngineStaysUsable) {
+  Engine engine(load_model(small_golden()), run_options(2, 2, false));
+  int calls = 0;
+  EXPECT_THROW(sample_images(engine, 50, 1, 0,
+                             [&](int64_t, int64_t) {
+                               if (++calls == 1)
+                                 throw Error("interrupted");
+                             }),
+               Error);
+  EXPECT_EQ(sample_images(engine, 3, 1).bytes, sample_images(engine, 3, 1).bytes);
+}

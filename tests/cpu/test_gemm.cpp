@@ -1,0 +1,88 @@
+// The GEMM kernel against its plain reference: the same bits, whatever the shape and whatever
+// rows share a call (what makes images independent of --batch and --threads).
+#include <cmath>
+#include <cstring>
+#include <gtest/gtest.h>
+
+#include "src/cpu/cpu_features.h"
+#include "src/cpu/gemm.h"
+
+using namespace tarnn;
+
+namespace {
+
+Linear make_linear(int out, int in, int seed) {
+  Linear l{out, in, std::vector<float>(size_t(out) * in), std::vector<float>(size_t(out))};
+  for (size_t i = 0; i < l.w.size(); ++i)
+    l.w[i] = std::sin(float(i * 7 + seed)) * 0.3f;
+  for (int j = 0; j < out; ++j)
+    l.b[j] = std::cos(float(j + seed));
+  return l;
+}
+
+std::vector<float> make_x(int rows, int in) {
+  std::vector<float> x(size_t(rows) * in);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(float(i) * 0.37f) * 2.0f;
+  return x;
+}
+
+} // namespace
+
+TEST(Gemm, FastPathEqualsReferenceBitForBit) {
+  std::printf("linear_forward path: %s\n", cpu_path_name());
+  for (int out : {1, 30, 32, 33, 100})
+    for (int in : {1, 7, 256})
+      for (int rows : {1, 5, 8, 9, 17})
+        for (Act e : {Act::None, Act::Relu, Act::Gelu}) {
+          const Linear l = make_linear(out, in, out + in);
+          const PackedLinear p = pack(l);
+          const std::vector<float> x = make_x(rows, in);
+          std::vector<float> fast(size_t(rows) * out, -1), ref(size_t(rows) * out, -2);
+          linear_forward(p, x.data(), in, rows, fast.data(), out, e);
+          linear_forward_ref(l.w.data(), l.b.data(), out, in, x.data(), in, rows, ref.data(), out,
+                             e);
+          ASSERT_EQ(0, std::memcmp(fast.data(), ref.data(), fast.size() * 4))
+              << out << "x" << in << " rows " << rows;
+        }
+}
+
+TEST(Gemm, ARowsResultDoesNotDependOnTheRowsBesideIt) {
+  const Linear l = make_linear(70, 256, 3);
+  const PackedLinear p = pack(l);
+  const int rows = 21;
+  const std::vector<float> x = make_x(rows, 256);
+  std::vector<float> all(size_t(rows) * 70);
+  linear_forward(p, x.data(), 256, rows, all.data(), 70, Act::None);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<float> one(70);
+    linear_forward(p, &x[size_t(r) * 256], 256, 1, one.data(), 70, Act::None);
+    ASSERT_EQ(0, std::memcmp(one.data(), &all[size_t(r) * 70], 70 * 4)) << "row " << r;
+  }
+}
+
+TEST(Gemm, ReferenceIsAnAccurateProduct) {
+  const Linear l = make_linear(9, 50, 1);
+  const std::vector<float> x = make_x(3, 50);
+  std::vector<float> y(27);
+  linear_forward_ref(l.w.data(), l.b.data(), 9, 50, x.data(), 50, 3, y.data(), 9, Act::None);
+  for (int r = 0; r < 3; ++r)
+    for (int j = 0; j < 9; ++j) {
+      double want = l.b[j];
+      for (int k = 0; k < 50; ++k)
+        want += double(x[r * 50 + k]) * l.w[j * 50 + k];
+      EXPECT_NEAR(y[r * 9 + j], want, 1e-5);
+    }
+}
+
+// Without a bias the reference is the bare product, as cuBLAS leaves it for bias_act.
+TEST(Gemm, ReferenceWithoutBiasIsTheBareProduct) {
+  const Linear l = make_linear(5, 20, 2);
+  const std::vector<float> x = make_x(2, 20);
+  std::vector<float> with(10), bare(10);
+  linear_forward_ref(l.w.data(), l.b.data(), 5, 20, x.data(), 20, 2, with.data(), 5, Act::None);
+  linear_forward_ref(l.w.data(), nullptr, 5, 20, x.data(), 20, 2, bare.data(), 5, Act::None);
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j < 5; ++j)
+      EXPECT_EQ(with[r * 5 + j], bare[r * 5 + j] + l.b[j]);
+}

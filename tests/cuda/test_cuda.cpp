@@ -1,0 +1,261 @@
+// The GPU suite: the CUDA backend against the CPU backend at the paper's MNIST size over all 783
+// positions (mixture parameters within 1e-3, bits/dim within 1e-4, sampled images identical in at
+// least 99.9% of pixels for the same seed), the state memory per image, and the bad-batch error.
+// (Each kernel against its CPU twin: tests/kernels/test_kernels.cpp.) Where there is no CUDA
+// device (or no CUDA build), every test skips with the reason, and ctest reports it skipped.
+#include <cmath>
+#include <cstdio>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "src/cpu/cpu_ops.h"
+#include "src/cpu/decoder.h"
+#include "src/cuda/cuda_backend.h"
+#include "tarnn/tarnn.h"
+#include "test_util.h"
+
+using namespace tarnn;
+using namespace tarnn_test;
+
+namespace {
+
+// Empty where a device is usable, else why not ("no CUDA device: ...").
+const std::string &no_device() {
+  static const std::string why = [] {
+    try {
+      cuda_require_device();
+      return std::string();
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+  }();
+  return why;
+}
+
+#define REQUIRE_CUDA_DEVICE()                                                                      \
+  do {                                                                                             \
+    if (!no_device().empty())                                                                      \
+      GTEST_SKIP() << no_device();                                                                 \
+  } while (0)
+
+class Announce : public ::testing::Environment {
+  void SetUp() override {
+    if (no_device().empty())
+      std::printf("[ GPU suite ] running on %s\n", cuda_require_device().c_str());
+    else
+      std::printf("[ GPU suite ] every test skips: %s\n", no_device().c_str());
+  }
+};
+const auto *announce = ::testing::AddGlobalTestEnvironment(new Announce);
+
+const Model &mnist() {
+  static const Model m = random_model(Config::mnist(), 42);
+  return m;
+}
+
+RunOptions on(const std::string &device, int64_t batch = 0, bool graph = true, bool tf32 = false) {
+  RunOptions o;
+  o.device = device;
+  o.batch = batch;
+  o.graph = graph;
+  o.tf32 = tf32;
+  return o;
+}
+
+std::vector<uint8_t> cpu_sample(const Model &m, int64_t n, uint64_t seed) {
+  Engine engine(m, on("cpu", n));
+  return sample_images(engine, n, seed).bytes;
+}
+
+struct Outcome {
+  std::vector<uint8_t> images;
+  std::vector<double> log_prob;
+};
+
+Outcome run_on(const RunOptions &o, const Model &m, int64_t n, uint64_t seed,
+               const uint8_t *given = nullptr, const uint8_t *known = nullptr, int64_t first = 0) {
+  Outcome r{std::vector<uint8_t>(size_t(n) * m.config.bytes_per_image()), std::vector<double>(n)};
+  Rollout job;
+  job.count = n;
+  job.seed = seed;
+  job.first_index = first;
+  job.given = given;
+  job.known = known;
+  job.out = r.images.data();
+  job.log_prob = r.log_prob.data();
+  Engine(m, o).run(job);
+  return r;
+}
+
+Outcome cuda_run(const Model &m, int64_t n, uint64_t seed, const uint8_t *given = nullptr,
+                 const uint8_t *known = nullptr, int64_t batch = 0, int64_t first = 0,
+                 bool graph = true) {
+  return run_on(on("cuda", batch, graph), m, n, seed, given, known, first);
+}
+
+Outcome cpu_run(const Model &m, int64_t n, uint64_t seed, const uint8_t *given = nullptr,
+                const uint8_t *known = nullptr) {
+  return run_on(on("cpu", n), m, n, seed, given, known);
+}
+
+double identical_fraction(const std::vector<uint8_t> &a, const std::vector<uint8_t> &b) {
+  size_t same = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    same += a[i] == b[i];
+  return double(same) / double(a.size());
+}
+
+double bpd(double log_prob, const Config &c) { return -log_prob / (c.positions() * std::log(2.0)); }
+
+} // namespace
+
+// The committed small golden (d_head 6: the kernel's general path, gelu): every position's
+// mixture parameters against PyTorch's float64 reference.
+TEST(CudaParity, SmallGolden) {
+  REQUIRE_CUDA_DEVICE();
+  const std::string dir = small_golden();
+  const Model m = load_model(dir);
+  const Config &c = m.config;
+  const ImageSet in = read_images(dir + "/inputs-idx-ubyte", c);
+  const auto expected = nlohmann::json::parse(read_file(dir + "/expected.json"));
+  const int n = int(in.count), T = c.bytes_per_image(), K3 = c.d_out();
+  CudaDecoder dec(m, n);
+  std::vector<uint8_t> cur(n);
+  std::vector<float> o(size_t(n) * K3);
+  for (int t = 0; t + 1 < T; ++t) {
+    for (int r = 0; r < n; ++r)
+      cur[r] = in.bytes[size_t(r) * T + t];
+    dec.step(t, cur.data(), o.data());
+    for (int r = 0; r < n; ++r)
+      for (int j = 0; j < K3; ++j)
+        ASSERT_NEAR(o[size_t(r) * K3 + j], expected["mixture_params"][r][t][j].get<double>(), 1e-4)
+            << "image " << r << " t " << t;
+  }
+  const Outcome g = cuda_run(m, n, 0, in.bytes.data());
+  for (int r = 0; r < n; ++r)
+    EXPECT_NEAR(bpd(g.log_prob[r], c), expected["bits_per_dim"][r].get<double>(), 1e-5);
+  EXPECT_EQ(g.images, in.bytes);
+}
+
+// The MNIST size, teacher-forced through all 783 positions with CPU-sampled images: both backends'
+// mixture parameters side by side, then bits/dim from full rollouts.
+TEST(CudaParity, MnistSizeMixtureParametersAndBitsPerDim) {
+  REQUIRE_CUDA_DEVICE();
+  const Model &m = mnist();
+  const Config &c = m.config;
+  const int n = 8, T = c.bytes_per_image(), K3 = c.d_out();
+  const std::vector<uint8_t> images = cpu_sample(m, n, 5);
+  const CpuWeights w(m);
+  Decoder<CpuOps> cpu(c, w.view(), n, true, false);
+  CudaDecoder gpu(m, n);
+  std::vector<uint8_t> cur(n);
+  std::vector<float> o_cpu(size_t(n) * K3), o_gpu(size_t(n) * K3);
+  double worst = 0;
+  for (int t = 0; t + 1 < T; ++t) {
+    for (int r = 0; r < n; ++r)
+      cur[r] = images[size_t(r) * T + t];
+    cpu.step(t, cur.data(), o_cpu.data());
+    gpu.step(t, cur.data(), o_gpu.data());
+    for (size_t i = 0; i < o_cpu.size(); ++i)
+      worst = std::max(worst, double(std::fabs(o_cpu[i] - o_gpu[i])));
+  }
+  EXPECT_LE(worst, 1e-3);
+  std::printf("MNIST size: worst mixture-parameter difference %.3g over %d positions\n", worst,
+              T - 1);
+
+  const Outcome a = cpu_run(m, n, 0, images.data()), b = cuda_run(m, n, 0, images.data());
+  EXPECT_EQ(b.images, images);
+  double worst_bpd = 0;
+  for (int r = 0; r < n; ++r)
+    worst_bpd = std::max(worst_bpd, std::fabs(bpd(a.log_prob[r], c) - bpd(b.log_prob[r], c)));
+  EXPECT_LE(worst_bpd, 1e-4);
+  std::printf("MNIST size: worst bits/dim difference %.3g\n", worst_bpd);
+}
+
+// Same seed, same images: at least 99.9% of pixels identical (a draw can differ where the two
+// backends' float rounding straddles a bin edge, and the image then goes its own way).
+TEST(CudaParity, MnistSizeSamplesMatchTheCpuBackend) {
+  REQUIRE_CUDA_DEVICE();
+  const Model &m = mnist();
+  const int n = 64;
+  const std::vector<uint8_t> cpu = cpu_sample(m, n, 2024);
+  const Outcome gpu = cuda_run(m, n, 2024);
+  const double same = identical_fraction(cpu, gpu.images);
+  EXPECT_GE(same, 0.999);
+  std::printf("MNIST size: %.5f of %d sampled pixels identical\n", same, int(cpu.size()));
+}
+
+TEST(CudaParity, MaskedCompletionMatchesTheCpuBackend) {
+  REQUIRE_CUDA_DEVICE();
+  const Model &m = mnist();
+  const int n = 16, T = m.config.bytes_per_image();
+  const std::vector<uint8_t> given = cpu_sample(m, n, 77);
+  std::vector<uint8_t> known(given.size(), 0);
+  for (int r = 0; r < n; ++r)
+    for (int t = 0; t < T / 2; ++t) // the top half of every image
+      known[size_t(r) * T + t] = 1;
+  const Outcome a = cpu_run(m, n, 78, given.data(), known.data());
+  const Outcome b = cuda_run(m, n, 78, given.data(), known.data());
+  for (size_t i = 0; i < known.size(); ++i)
+    if (known[i]) {
+      ASSERT_EQ(b.images[i], given[i]) << i;
+    }
+  EXPECT_GE(identical_fraction(a.images, b.images), 0.999);
+  for (int r = 0; r < n; ++r)
+    EXPECT_NEAR(b.log_prob[r], a.log_prob[r], 1e-4 * m.config.positions() * std::log(2.0));
+}
+
+// Chunks (12 images in batches of 5: 5, 5, 2) and image-index ranges give the same images as one
+// batch, to the same 99.9%: cuBLAS may take another algorithm for another row count. The graph
+// and plain launches run the same kernels: identical.
+TEST(CudaReproducibility, BatchesRangesAndGraphs) {
+  REQUIRE_CUDA_DEVICE();
+  const Model &m = mnist();
+  const size_t T = m.config.bytes_per_image();
+  const Outcome all = cuda_run(m, 12, 9, nullptr, nullptr, 12);
+  EXPECT_EQ(cuda_run(m, 12, 9, nullptr, nullptr, 12).images, all.images); // deterministic
+  EXPECT_GE(identical_fraction(cuda_run(m, 12, 9, nullptr, nullptr, 5).images, all.images), 0.999);
+  const Outcome tail = cuda_run(m, 8, 9, nullptr, nullptr, 8, /*first=*/4);
+  EXPECT_GE(identical_fraction(tail.images,
+                               std::vector<uint8_t>(all.images.begin() + 4 * T, all.images.end())),
+            0.999);
+  EXPECT_EQ(cuda_run(m, 12, 9, nullptr, nullptr, 12, 0, /*graph=*/false).images, all.images);
+  EXPECT_NE(cuda_run(m, 12, 10, nullptr, nullptr, 12).images, all.images);
+}
+
+TEST(CudaTf32, RunsAndStaysClose) {
+  REQUIRE_CUDA_DEVICE();
+  const Model &m = mnist();
+  const int n = 4;
+  const std::vector<uint8_t> images = cpu_sample(m, n, 5);
+  const Outcome a = cpu_run(m, n, 0, images.data());
+  const Outcome b = run_on(on("cuda", 0, true, /*tf32=*/true), m, n, 0, images.data());
+  for (int r = 0; r < n; ++r)
+    EXPECT_NEAR(bpd(b.log_prob[r], m.config), bpd(a.log_prob[r], m.config), 0.02);
+}
+
+// 8 layers x 8 heads x (32 x 32 + 32) floats = 270,336 bytes per image, whatever the position.
+TEST(CudaMemory, StatePerImageIsAsSpecified) {
+  REQUIRE_CUDA_DEVICE();
+  CudaDecoder dec(mnist(), 10);
+  EXPECT_EQ(dec.state_bytes(), 10 * 270336);
+  EXPECT_EQ(dec.rows(), 10);
+}
+
+TEST(CudaMemory, BatchThatCannotFitIsAClearError) {
+  REQUIRE_CUDA_DEVICE();
+  std::vector<uint8_t> out(784);
+  Rollout job;
+  job.count = 4'000'000; // 1.1 TB of state: no GPU holds it; nothing is touched before the check
+  job.out = out.data();
+  try {
+    Engine(mnist(), on("cuda", 4'000'000)).run(job);
+    ADD_FAILURE() << "a 4,000,000-image batch ran";
+  } catch (const Error &e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("GPU memory"), std::string::npos) << what;
+    std::printf("bad batch: %s\n", what.c_str());
+  }
+  EXPECT_THROW(CudaDecoder(mnist(), 4'000'000), Error);
+  EXPECT_THROW(Engine(mnist(), on("cuda", -1)), Error);
+}

@@ -1,0 +1,223 @@
+// The CUDA backend's host side, on any machine: the batch's memory layout and size planning, the
+// state indexing, and the forward and rollout (src/core) run with the kernels' CPU twins
+// (src/cuda/twin_ops.h), which must reproduce the CPU backend to the bit. What these cannot see is
+// the device code itself: test_cuda.cpp checks that against the twins where a GPU is present.
+#include <cstring>
+#include <gtest/gtest.h>
+#include <iterator>
+
+#include "kernels/linear_attention.h"
+#include "src/core/batch.h"
+#include "src/cuda/plan.h"
+#include "src/cuda/twin_ops.h"
+#include "tarnn/tarnn.h"
+#include "test_util.h"
+
+using namespace tarnn;
+using namespace tarnn_test;
+
+namespace {
+
+bool contains(const std::string &s, const std::string &part) {
+  return s.find(part) != std::string::npos;
+}
+
+std::string error_of(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A rollout on both: the CPU backend and the GPU plan on twins. Returns {cpu, twin} images.
+struct Pair {
+  std::vector<uint8_t> cpu, twin;
+  std::vector<double> cpu_lp, twin_lp;
+};
+
+Pair both(const Model &m, Rollout job, int batch, const uint8_t *given = nullptr,
+          const uint8_t *known = nullptr) {
+  const size_t n = size_t(job.count) * m.config.bytes_per_image();
+  Pair p{std::vector<uint8_t>(n, 0xAB), std::vector<uint8_t>(n, 0xAB),
+         std::vector<double>(job.count, 7.0), std::vector<double>(job.count, 7.0)};
+  job.given = given;
+  job.known = known;
+  job.out = p.cpu.data();
+  job.log_prob = p.cpu_lp.data();
+  RunOptions o;
+  o.batch = batch;
+  o.threads = 1;
+  Engine(m, o).run(job);
+  job.out = p.twin.data();
+  job.log_prob = p.twin_lp.data();
+  run_twin(m, job, batch);
+  return p;
+}
+
+Rollout job_of(int64_t count, uint64_t seed, int64_t first = 0, int positions = -1) {
+  Rollout j;
+  j.count = count;
+  j.seed = seed;
+  j.first_index = first;
+  j.positions = positions;
+  return j;
+}
+
+} // namespace
+
+TEST(CudaPlan, LayoutIsAlignedDisjointAndHoldsTheSpecifiedState) {
+  const Config c = Config::mnist();
+  for (int64_t rows : {1, 7, 4096}) {
+    const BatchLayout l = batch_layout(c, rows);
+    const size_t at[] = {l.x,   l.qkv, l.att,   l.y,     l.hid,      l.o,      l.state,
+                         l.cur, l.out, l.given, l.known, l.log_prob, l.params, l.total};
+    for (size_t i = 0; i + 1 < std::size(at); ++i) {
+      EXPECT_EQ(at[i] % 256, 0u);
+      EXPECT_LT(at[i], at[i + 1]);
+    }
+    EXPECT_EQ(l.state_bytes, size_t(rows) * 270336); // 8 x 8 x (32 x 32 + 32) floats per image
+    EXPECT_GE(l.cur - l.state, l.state_bytes);
+    EXPECT_GE(l.known - l.out, size_t(rows) * 784);
+    EXPECT_GE(l.total - l.params, sizeof(StepParams));
+  }
+  // one more image costs cuda_bytes_per_image, up to the alignment of 13 buffers
+  const int64_t per = cuda_bytes_per_image(c);
+  const int64_t step = int64_t(batch_layout(c, 1001).total - batch_layout(c, 1000).total);
+  EXPECT_GE(step, per - 13 * 256);
+  EXPECT_LE(step, per + 13 * 256);
+  EXPECT_GT(per, 270336);
+  EXPECT_LT(per, 300000); // the state is nearly all of it
+}
+
+TEST(CudaPlan, AutomaticBatchIsWhatFits) {
+  const Config c = Config::mnist();
+  const int64_t free = int64_t(8) << 30;
+  const int b = plan_batch(c, 0, 1'000'000, free, "test GPU");
+  const int64_t budget = free - cuda_memory_reserve(free);
+  EXPECT_LE(int64_t(batch_layout(c, b).total), budget);
+  EXPECT_GT(int64_t(batch_layout(c, b + 1).total), budget);
+  EXPECT_GT(b, 20000);                                     // about 7.3 GB / 280 KB
+  EXPECT_EQ(plan_batch(c, 0, 100, free, "test GPU"), 100); // no more than the images
+  EXPECT_EQ(plan_batch(c, 0, 1'000'000, int64_t(80) << 30, "g"), kMaxAutoBatch);
+  // the paper's 10,000 images at once need about 2.8 GB
+  EXPECT_EQ(plan_batch(c, 10000, 10000, int64_t(4) << 30, "g"), 10000);
+}
+
+TEST(CudaPlan, RequestedBatchFitsOrIsAClearError) {
+  const Config c = Config::mnist();
+  const int64_t free = int64_t(8) << 30;
+  EXPECT_EQ(plan_batch(c, 4096, 1'000'000, free, "test GPU"), 4096);
+  EXPECT_EQ(plan_batch(c, 4096, 10, free, "test GPU"), 10); // capped at the images
+  const std::string e = error_of([&] { plan_batch(c, 100000, 1'000'000, free, "test GPU"); });
+  EXPECT_TRUE(contains(e, "--batch 100000 needs 28.") && contains(e, "GB of GPU memory") &&
+              contains(e, "test GPU has 8.59 GB free") && contains(e, "omit --batch"))
+      << e;
+  EXPECT_TRUE(contains(error_of([&] { plan_batch(c, -1, 10, free, "g"); }), "--batch must be"));
+  EXPECT_TRUE(contains(error_of([&] { plan_batch(c, kMaxBatch + 1, kMaxBatch + 1, free, "g"); }),
+                       "--batch must be"));
+  EXPECT_TRUE(contains(error_of([&] { plan_batch(c, 0, 10, 256 << 20, "tiny GPU"); }),
+                       "not even one image fits"));
+  EXPECT_TRUE(
+      contains(error_of([&] { plan_batch(c, 0, 10, 0, "full GPU"); }), "not even one image fits"));
+}
+
+TEST(CudaPlan, StateBlocksAreContiguousPerImage) {
+  Config c = Config::mnist();
+  c.n_layers = 3;
+  c.n_heads = 5;
+  c.d_head = 7;
+  size_t next = 0; // image, layer, head order, (d_head + 1) x d_head floats each, no gaps
+  for (int i = 0; i < 4; ++i)
+    for (int l = 0; l < c.n_layers; ++l)
+      for (int h = 0; h < c.n_heads; ++h) {
+        EXPECT_EQ(state_block_offset(i, l, h, c.n_layers, c.n_heads, c.d_head), next);
+        next += size_t(c.d_head + 1) * c.d_head;
+      }
+  EXPECT_EQ(next, size_t(c.state_floats_per_image()) * 4);
+}
+
+// The kernel's two phases, run thread by thread, are linear_attention_step to the bit.
+TEST(CudaTwins, AttentionPhasesAreTheCpuStep) {
+  for (int d : {6, 32, 33}) {
+    const int rows = 3, heads = 2, layers = 2, A = heads * d;
+    std::vector<float> qkv(size_t(rows) * 3 * A);
+    for (size_t i = 0; i < qkv.size(); ++i)
+      qkv[i] = std::sin(0.37f * float(i)) * 2.0f;
+    const size_t n = state_block_offset(rows, 0, 0, layers, heads, d);
+    std::vector<float> S1(n, 0.0f), S2(n, 0.0f), att1(size_t(rows) * A), att2(size_t(rows) * A);
+    for (int step = 0; step < 3; ++step) {
+      linear_attention_cpu(qkv.data(), S1.data(), att1.data(), rows, 1, layers, heads, d);
+      for (int r = 0; r < rows; ++r)
+        for (int h = 0; h < heads; ++h) {
+          const float *q = &qkv[size_t(r) * 3 * A];
+          float *S = &S2[state_block_offset(r, 1, h, layers, heads, d)];
+          linear_attention_step(q + h * d, q + A + h * d, q + 2 * A + h * d, S, S + d * d,
+                                &att2[size_t(r) * A + h * d], d);
+        }
+      ASSERT_EQ(att1, att2) << "d_head " << d << " step " << step;
+      ASSERT_EQ(S1, S2) << "d_head " << d << " step " << step;
+    }
+  }
+}
+
+TEST(CudaTwins, PlanSamplesAsTheCpuBackend) {
+  const Model m = load_model(small_golden());
+  // 7 images in chunks of 3, 3, 1 (a tail shape), starting at RNG index 5
+  const Pair p = both(m, job_of(7, 99, 5), 3);
+  EXPECT_EQ(p.cpu, p.twin);
+  EXPECT_EQ(both(m, job_of(7, 99, 5), 7).twin, p.twin); // and whatever the batch
+}
+
+TEST(CudaTwins, PlanScoresAsTheCpuBackend) {
+  const Model m = load_model(small_golden());
+  const ImageSet in = read_images(small_golden() + "/inputs-idx-ubyte", m.config);
+  const Pair p = both(m, job_of(in.count, 0), 2, in.bytes.data());
+  EXPECT_EQ(p.cpu, in.bytes);
+  EXPECT_EQ(p.twin, in.bytes);
+  EXPECT_EQ(p.cpu_lp, p.twin_lp); // the same doubles, summed in the same order
+}
+
+TEST(CudaTwins, PlanCompletesMaskedImagesAsTheCpuBackend) {
+  const Model m = load_model(small_golden());
+  const ImageSet in = read_images(small_golden() + "/inputs-idx-ubyte", m.config);
+  std::vector<uint8_t> known(in.bytes.size());
+  for (size_t i = 0; i < known.size(); ++i)
+    known[i] = (i * 7 + i / 5) % 3 != 0;
+  const Pair p = both(m, job_of(in.count, 4), 2, in.bytes.data(), known.data());
+  EXPECT_EQ(p.cpu, p.twin);
+  EXPECT_EQ(p.cpu_lp, p.twin_lp);
+  for (size_t i = 0; i < known.size(); ++i)
+    if (known[i]) {
+      ASSERT_EQ(p.twin[i], in.bytes[i]) << i;
+    }
+}
+
+// The paper's shape (d_head 32, 8 x 8 heads, relu), a few positions: the rest of each image is
+// left as it was, as on the CPU.
+TEST(CudaTwins, PlanAtMnistSizeAsTheCpuBackend) {
+  const Model m = random_model(Config::mnist(), 42);
+  const Pair p = both(m, job_of(3, 11, 0, 12), 2);
+  EXPECT_EQ(p.cpu, p.twin);
+  for (int i = 0; i < 3; ++i)
+    for (int t = 13; t < 784; ++t)
+      ASSERT_EQ(p.twin[size_t(i) * 784 + t], 0xAB);
+}
+
+// Where there is no GPU (or no CUDA build) the backend says so in one line; where there is one,
+// it names it.
+TEST(CudaBackend, DeviceCheckIsAOneLineAnswer) {
+  std::string what;
+  try {
+    what = cuda_device();
+  } catch (const Error &e) {
+    what = e.what();
+    EXPECT_TRUE(cuda_built() ? contains(what, "no CUDA device")
+                             : contains(what, "not available in this build"))
+        << what;
+  }
+  EXPECT_FALSE(what.empty());
+  EXPECT_FALSE(contains(what, "\n")) << what;
+  std::printf("cuda_device: %s\n", what.c_str());
+}

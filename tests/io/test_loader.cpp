@@ -1,0 +1,228 @@
+// The loader rejects each kind of broken model with its own message, and never crashes.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tarnn/error.h"
+#include "tarnn/model.h"
+#include "test_util.h"
+
+using namespace tarnn;
+using namespace tarnn_test;
+using nlohmann::json;
+
+namespace {
+
+// The small golden model's safetensors split into its header and its data.
+struct StFile {
+  json header;
+  std::vector<char> data;
+  StFile() {
+    const std::vector<char> raw = read_file(small_golden() + "/model.safetensors");
+    uint64_t n = 0;
+    std::memcpy(&n, raw.data(), 8);
+    header = json::parse(raw.begin() + 8, raw.begin() + 8 + long(n));
+    data.assign(raw.begin() + 8 + long(n), raw.end());
+  }
+  std::vector<char> bytes(const std::string &head_text) const {
+    const uint64_t n = head_text.size();
+    std::vector<char> out(8 + n + data.size());
+    std::memcpy(out.data(), &n, 8);
+    std::memcpy(out.data() + 8, head_text.data(), n);
+    std::memcpy(out.data() + 8 + n, data.data(), data.size());
+    return out;
+  }
+  std::vector<char> bytes() const { return bytes(header.dump()); }
+};
+
+// A model folder with the small golden config and the given safetensors bytes.
+std::string folder(const TempDir &dir, const std::vector<char> &st) {
+  std::filesystem::copy_file(small_golden() + "/config.json", dir / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  write_file(dir / "model.safetensors", st);
+  return dir.path.string();
+}
+
+std::string load_error(const std::string &dir) {
+  try {
+    load_model(dir);
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "(loaded without error)";
+}
+
+#define EXPECT_LOAD_ERROR(dir, text)                                                               \
+  EXPECT_PRED_FORMAT2(::testing::IsSubstring, text, load_error(dir))
+
+} // namespace
+
+TEST(Loader, LoadsTheGoldenModel) {
+  const Model m = load_model(small_golden());
+  EXPECT_EQ(m.config.n_layers, 2);
+  EXPECT_EQ(m.weights.layers.size(), 2u);
+  EXPECT_EQ(m.config.parameter_count(), 6733); // what tools/random_model.py printed
+}
+
+TEST(Loader, MissingFolderOrFile) {
+  EXPECT_LOAD_ERROR("/nonexistent/model", "/nonexistent/model/config.json: cannot open");
+  TempDir dir;
+  std::filesystem::copy_file(small_golden() + "/config.json", dir / "config.json");
+  EXPECT_LOAD_ERROR(dir.path.string(), "model.safetensors: cannot open");
+}
+
+TEST(Loader, TruncatedFile) {
+  TempDir dir;
+  std::vector<char> st = StFile().bytes();
+  st.resize(st.size() - 100);
+  EXPECT_LOAD_ERROR(folder(dir, st), "is past the");
+  st.resize(5);
+  EXPECT_LOAD_ERROR(folder(dir, st), "too short for the 8-byte header length");
+}
+
+TEST(Loader, HeaderLengthPastTheEnd) {
+  TempDir dir;
+  std::vector<char> st = StFile().bytes();
+  const uint64_t n = st.size();
+  std::memcpy(st.data(), &n, 8);
+  EXPECT_LOAD_ERROR(folder(dir, st), "runs past the end");
+  const uint64_t huge = ~uint64_t(0);
+  std::memcpy(st.data(), &huge, 8);
+  EXPECT_LOAD_ERROR(folder(dir, st), "over the 100 MB limit");
+}
+
+TEST(Loader, BadJsonHeader) {
+  TempDir dir;
+  std::string head = StFile().header.dump();
+  head.pop_back(); // the closing brace
+  EXPECT_LOAD_ERROR(folder(dir, StFile().bytes(head)), "header is not valid JSON");
+  EXPECT_LOAD_ERROR(folder(dir, StFile().bytes("[1, 2]")), "header is not a JSON object");
+}
+
+TEST(Loader, WrongDtype) {
+  TempDir dir;
+  StFile f;
+  f.header["predictor.bias"]["dtype"] = "I64";
+  EXPECT_LOAD_ERROR(folder(dir, f.bytes()), "tensor predictor.bias: dtype I64 is not supported");
+}
+
+TEST(Loader, WrongShape) {
+  TempDir dir;
+  StFile f;
+  // same byte count, other shape: only the check against the config can catch it
+  auto &t = f.header["transformer.layers.1.linear1.weight"];
+  t["shape"] = json::array({16, 24});
+  EXPECT_LOAD_ERROR(folder(dir, f.bytes()),
+                    "tensor transformer.layers.1.linear1.weight has shape [16, 24], config.json "
+                    "wants [24, 16]");
+  t["shape"] = json::array({24, 17});
+  EXPECT_LOAD_ERROR(folder(dir, f.bytes()), "need"); // byte count no longer matches the offsets
+}
+
+TEST(Loader, OverlappingOffsets) {
+  TempDir dir;
+  StFile f;
+  auto &a = f.header["transformer.norm.bias"]["data_offsets"];
+  auto &b = f.header["transformer.norm.weight"]["data_offsets"];
+  b = json::array({a[0].get<uint64_t>() + 4, a[1].get<uint64_t>() + 4});
+  EXPECT_LOAD_ERROR(folder(dir, f.bytes()), "overlap");
+}
+
+TEST(Loader, OutOfRangeOffsets) {
+  TempDir dir;
+  StFile f;
+  const uint64_t end = f.data.size();
+  f.header["predictor.bias"]["data_offsets"] = json::array({end - 4, end + 32});
+  EXPECT_LOAD_ERROR(folder(dir, f.bytes()), "tensor predictor.bias: data_offsets end");
+  f.header["predictor.bias"]["data_offsets"] = json::array({40, 4});
+  EXPECT_LOAD_ERROR(folder(dir, f.bytes()), "ends before it begins");
+}
+
+TEST(Loader, MissingAndUnexpectedTensors) {
+  TempDir dir;
+  StFile f;
+  f.header.erase("transformer.layers.0.norm2.weight");
+  EXPECT_LOAD_ERROR(folder(dir, f.bytes()), "missing tensor transformer.layers.0.norm2.weight");
+  StFile g;
+  g.header["transformer.layers.7.extra"] = g.header["predictor.bias"];
+  g.header["transformer.layers.7.extra"]["data_offsets"] = json::array({0, 0});
+  g.header["transformer.layers.7.extra"]["shape"] = json::array({0});
+  EXPECT_LOAD_ERROR(folder(dir, g.bytes()), "unexpected tensor transformer.layers.7.extra");
+}
+
+TEST(Loader, NonFiniteWeights) {
+  TempDir dir;
+  StFile f;
+  const uint64_t at = f.header["predictor.bias"]["data_offsets"][0];
+  const float nan = NAN;
+  std::memcpy(&f.data[at], &nan, 4);
+  EXPECT_LOAD_ERROR(folder(dir, f.bytes()), "predictor.bias holds a non-finite value");
+}
+
+TEST(Loader, BadConfig) {
+  TempDir dir;
+  folder(dir, StFile().bytes());
+  auto cfg = json::parse(read_file(small_golden() + "/config.json"));
+  auto write_cfg = [&](const json &j) {
+    const std::string s = j.dump();
+    write_file(dir / "config.json", std::vector<char>(s.begin(), s.end()));
+  };
+  json c = cfg;
+  c.erase("d_ff");
+  write_cfg(c);
+  EXPECT_LOAD_ERROR(dir.path.string(), "missing \"d_ff\"");
+  c = cfg;
+  c["n_layers"] = 3; // the file has 2 layers
+  write_cfg(c);
+  EXPECT_LOAD_ERROR(dir.path.string(), "missing tensor transformer.layers.2");
+  c = cfg;
+  c["d_model"] = 1 << 20;
+  write_cfg(c);
+  EXPECT_LOAD_ERROR(dir.path.string(), "d_model = 1048576 is out of range");
+  c = cfg;
+  c["activation"] = "tanh";
+  write_cfg(c);
+  EXPECT_LOAD_ERROR(dir.path.string(), "activation \"tanh\" is not supported");
+  write_file(dir / "config.json", {'{', 'x'});
+  EXPECT_LOAD_ERROR(dir.path.string(), "config.json: not a JSON object");
+}
+
+TEST(Loader, HalfPrecisionFilesConvertOnLoad) {
+  TempDir dir;
+  const std::string tool = "/usr/bin/python3 " + source_dir() + "/tools/random_model.py";
+  for (const char *dtype : {"F16", "BF16"}) {
+    const std::string cmd = tool + " --config small --seed 1 --dtype " + dtype + " --out " +
+                            (dir / dtype) + " > /dev/null";
+    ASSERT_EQ(0, std::system(cmd.c_str())) << cmd;
+    const Model half = load_model(dir / dtype), full = load_model(small_golden());
+    const double tol = std::string(dtype) == "F16" ? 1e-3 : 8e-3; // 11 and 8 mantissa bits
+    const auto &a = half.weights.layers[1].ff1.w, &b = full.weights.layers[1].ff1.w;
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(a[i], b[i], tol * std::fabs(b[i]) + 1e-7) << dtype << " element " << i;
+  }
+}
+
+// Random corruption of the header and the length: every outcome is a load or an Error.
+TEST(Loader, CorruptedFilesNeverCrash) {
+  TempDir dir;
+  const std::vector<char> good = StFile().bytes();
+  uint32_t state = 12345;
+  auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  int errors = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::vector<char> st = good;
+    for (int flips = 0; flips < 1 + int(next() % 4); ++flips)
+      st[next() % std::min<size_t>(st.size(), 3000)] = char(next());
+    if (next() % 5 == 0)
+      st.resize(next() % st.size());
+    try {
+      load_model(folder(dir, st));
+    } catch (const Error &) {
+      ++errors;
+    }
+  }
+  EXPECT_GT(errors, 250); // most corruptions are caught; none crashed to get here
+}

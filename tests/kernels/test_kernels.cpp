@@ -1,0 +1,460 @@
+// tarnn's test-backend-ops: every kernel of kernels/ run wherever this build and machine can run
+// it, against a plain reference written here from the maths:
+//   twin   the kernel's CPU twin (kernels/*.h), which the CPU backend itself runs: on any machine
+//   cpu    the CPU backend's own form of the op where it differs from the twin (the row-form
+//          linear attention of src/cpu)
+//   cuda   the kernel on the GPU, where there is one (the case says so and skips where not)
+// A new kernel is one entry in cases(). `test_kernels --perf` times each instead (MNIST shapes,
+// batch 256; the GPU's time is the kernel launches alone, synchronised).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <gtest/gtest.h>
+#include <string>
+#include <vector>
+
+#include "kernels/bias_act.h"
+#include "kernels/embedding.h"
+#include "kernels/linear_attention.h"
+#include "kernels/residual_layernorm.h"
+#include "kernels/sample_bytes.h"
+#include "src/cpu/cpu_ops.h"
+#include "tarnn/tarnn.h"
+
+#ifdef TARNN_TEST_CUDA
+#include "kernels/cuda_util.h"
+#include "kernels/launch.h"
+#include "src/cuda/cuda_backend.h"
+#endif
+
+using namespace tarnn;
+
+namespace {
+
+enum class Where { Reference, Twin, Cpu, Cuda };
+const char *where_name(Where w) {
+  return w == Where::Reference ? "reference"
+         : w == Where::Twin    ? "twin"
+         : w == Where::Cpu     ? "cpu"
+                               : "cuda";
+}
+
+// What a run produced, compared value by value.
+struct Outputs {
+  std::vector<float> f;
+  std::vector<uint8_t> u;
+  std::vector<double> d;
+};
+
+// Reproducible uniforms in [lo, hi) and bytes (Philox, stream `s`).
+std::vector<float> uniforms(size_t n, uint32_t s, float lo, float hi) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = lo + (hi - lo) * uniform01(random_words(0xC0FFEE, i, s, 1).v[0]);
+  return v;
+}
+std::vector<uint8_t> bytes(size_t n, uint32_t s) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = uint8_t(random_words(0xB17E5, i, s, 2).v[0]);
+  return v;
+}
+
+using Clock = std::chrono::steady_clock;
+
+#ifdef TARNN_TEST_CUDA
+std::string no_gpu() {
+  static const std::string why = [] {
+    try {
+      cuda_require_device();
+      return std::string();
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+  }();
+  return why;
+}
+// Runs `launch` `reps` times between synchronisations; the seconds of the launches alone.
+double timed(int reps, const std::function<void()> &launch) {
+  launch(); // the first launch loads the kernel
+  cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  const auto t0 = Clock::now();
+  for (int i = 0; i < reps; ++i)
+    launch();
+  cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+#else
+std::string no_gpu() {
+  return cuda_built() ? "this test was built without the CUDA backend"
+                      : "no CUDA backend in this build (TARNN_CUDA=OFF or no nvcc)";
+}
+#endif
+
+// Times `f` `reps` times on the CPU.
+double timed_cpu(int reps, const std::function<void()> &f) {
+  const auto t0 = Clock::now();
+  for (int i = 0; i < reps; ++i)
+    f();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Case {
+  std::string name;
+  std::vector<Where> where; // besides the reference
+  double tolerance_cuda;    // relative to max(1, |reference|); the twin and cpu must be exact
+  std::function<Outputs(Where, bool perf, int reps, double *seconds)> run;
+};
+
+// e_t = [E[p_t] | P[t]].
+Case embedding_case() {
+  return {
+      "embedding", {Where::Twin, Where::Cuda}, 0, [](Where w, bool perf, int reps, double *secs) {
+        const int rows = perf ? 256 : 37, D = perf ? 256 : 10, H = D / 2, L = 783;
+        const auto E = uniforms(256 * size_t(H), 1, -2, 2), P = uniforms(size_t(L) * H, 2, -1, 1);
+        const auto cur = bytes(rows, 3);
+        StepParams p;
+        p.t = 500;
+        Outputs o;
+        o.f.assign(size_t(rows) * D, 0);
+        if (w == Where::Reference) {
+          for (int r = 0; r < rows; ++r)
+            for (int i = 0; i < D; ++i)
+              o.f[size_t(r) * D + i] =
+                  i < H ? E[size_t(cur[r]) * H + i] : P[size_t(p.t) * H + i - H];
+        } else if (w == Where::Twin) {
+          *secs = timed_cpu(reps, [&] {
+            embedding_cpu(o.f.data(), E.data(), P.data(), cur.data(), &p, rows, D);
+          });
+        }
+#ifdef TARNN_TEST_CUDA
+        else {
+          DeviceArray<float> dx(o.f), dE(E), dP(P);
+          DeviceArray<uint8_t> dcur(cur);
+          DeviceArray<StepParams> dp(std::vector<StepParams>{p});
+          *secs = timed(reps, [&] {
+            launch_embedding(dx.get(), dE.get(), dP.get(), dcur.get(), dp.get(), rows, D, nullptr);
+          });
+          o.f = dx.download();
+        }
+#endif
+        return o;
+      }};
+}
+
+// One layer of linear attention, three steps from a random state (equations 16-20): the outputs
+// and the whole state.
+Case attention_case(int d) {
+  return {"linear_attention d_head " + std::to_string(d),
+          {Where::Twin, Where::Cpu, Where::Cuda},
+          2e-5,
+          [d](Where w, bool perf, int reps, double *secs) {
+            const int rows = perf ? 256 : 9, layers = 2, heads = perf ? 8 : 3, layer = 1;
+            Config c;
+            c.n_layers = layers;
+            c.n_heads = heads;
+            c.d_head = d;
+            const int A = heads * d, steps = perf ? 1 : 3;
+            Outputs o;
+            o.f = uniforms(state_block_offset(rows, 0, 0, layers, heads, d), 10, 0.0f, 0.5f);
+            std::vector<float> att(size_t(rows) * A);
+            for (int step = 0; step < steps; ++step) {
+              const auto qkv = uniforms(size_t(rows) * 3 * A, 20 + step, -2, 2);
+              if (w == Where::Reference) {
+                for (int r = 0; r < rows; ++r)
+                  for (int h = 0; h < heads; ++h) {
+                    const float *q = &qkv[size_t(r) * 3 * A + h * d], *k = q + A, *v = q + 2 * A;
+                    float *S = &o.f[state_block_offset(r, layer, h, layers, heads, d)];
+                    float *z = S + size_t(d) * d, den = 0;
+                    for (int i = 0; i < d; ++i) { // S += phi(k) v^T, z += phi(k), then read
+                      z[i] += phi(k[i]);
+                      den += phi(q[i]) * z[i];
+                    }
+                    for (int j = 0; j < d; ++j) {
+                      float num = 0;
+                      for (int i = 0; i < d; ++i) {
+                        S[size_t(i) * d + j] += phi(k[i]) * v[j];
+                        num += phi(q[i]) * S[size_t(i) * d + j];
+                      }
+                      att[size_t(r) * A + h * d + j] = num / (den + kAttentionEps);
+                    }
+                  }
+              } else if (w == Where::Twin) {
+                *secs += timed_cpu(reps, [&] {
+                  linear_attention_cpu(qkv.data(), o.f.data(), att.data(), rows, layer, layers,
+                                       heads, d);
+                });
+              } else if (w == Where::Cpu) {
+                *secs += timed_cpu(reps, [&] {
+                  linear_attention_rows(qkv.data(), o.f.data(), att.data(), rows, layer, c);
+                });
+              }
+#ifdef TARNN_TEST_CUDA
+              else {
+                DeviceArray<float> dstate(o.f), dqkv(qkv), datt(att.size());
+                *secs += timed(reps, [&] {
+                  launch_linear_attention(dqkv.get(), dstate.get(), datt.get(), rows, layer, layers,
+                                          heads, d, nullptr);
+                });
+                o.f = dstate.download();
+                att = datt.download();
+              }
+#endif
+              if (perf)
+                break;
+            }
+            o.f.insert(o.f.end(), att.begin(), att.end());
+            return o;
+          }};
+}
+
+// y = act(y + b) for none, relu and gelu.
+Case bias_act_case() {
+  return {
+      "bias_act", {Where::Twin, Where::Cuda}, 1e-6, [](Where w, bool perf, int reps, double *secs) {
+        const int rows = perf ? 256 : 13, n = perf ? 1024 : 70;
+        const auto b = uniforms(n, 30, -1, 1);
+        Outputs o;
+        for (Act a : {Act::None, Act::Relu, Act::Gelu}) {
+          std::vector<float> y = uniforms(size_t(rows) * n, 31 + int(a), -4, 4);
+          if (w == Where::Reference) {
+            for (int r = 0; r < rows; ++r)
+              for (int j = 0; j < n; ++j) {
+                const float v = y[size_t(r) * n + j] + b[j];
+                y[size_t(r) * n + j] = a == Act::Relu   ? std::max(v, 0.0f)
+                                       : a == Act::Gelu ? gelu(v)
+                                                        : v;
+              }
+          } else if (w == Where::Twin) {
+            *secs += timed_cpu(reps, [&] { bias_act_cpu(y.data(), b.data(), rows, n, a); });
+          }
+#ifdef TARNN_TEST_CUDA
+          else {
+            DeviceArray<float> dy(y), db(b);
+            *secs += timed(reps, [&] { launch_bias_act(dy.get(), db.get(), rows, n, a, nullptr); });
+            y = dy.download();
+          }
+#endif
+          o.f.insert(o.f.end(), y.begin(), y.end());
+        }
+        return o;
+      }};
+}
+
+// x = LayerNorm(x + y), and the final norm x = LayerNorm(x).
+Case layernorm_case() {
+  return {"residual_layernorm",
+          {Where::Twin, Where::Cuda},
+          1e-5,
+          [](Where w, bool perf, int reps, double *secs) {
+            const int rows = perf ? 256 : 11, n = perf ? 256 : 70;
+            const auto wt = uniforms(n, 40, 0.5f, 1.5f), nb = uniforms(n, 41, -0.2f, 0.2f);
+            const auto y = uniforms(size_t(rows) * n, 42, -3, 3);
+            Outputs o;
+            for (bool residual : {true, false}) {
+              std::vector<float> x = uniforms(size_t(rows) * n, 43, -2, 2);
+              if (w == Where::Reference) {
+                for (int r = 0; r < rows; ++r) {
+                  double mean = 0, var = 0;
+                  std::vector<double> v(n);
+                  for (int i = 0; i < n; ++i)
+                    mean += v[i] = x[size_t(r) * n + i] + (residual ? y[size_t(r) * n + i] : 0.0f);
+                  mean /= n;
+                  for (int i = 0; i < n; ++i)
+                    var += (v[i] - mean) * (v[i] - mean);
+                  var /= n;
+                  for (int i = 0; i < n; ++i)
+                    x[size_t(r) * n + i] =
+                        float((v[i] - mean) / std::sqrt(var + kLayerNormEps) * wt[i] + nb[i]);
+                }
+              } else if (w == Where::Twin) {
+                *secs += timed_cpu(reps, [&] {
+                  residual_layernorm_cpu(x.data(), residual ? y.data() : nullptr, wt.data(),
+                                         nb.data(), rows, n);
+                });
+              }
+#ifdef TARNN_TEST_CUDA
+              else {
+                DeviceArray<float> dx(x), dy(y), dw(wt), db(nb);
+                *secs += timed(reps, [&] {
+                  launch_residual_layernorm(dx.get(), residual ? dy.get() : nullptr, dw.get(),
+                                            db.get(), rows, n, nullptr);
+                });
+                x = dx.download();
+              }
+#endif
+              o.f.insert(o.f.end(), x.begin(), x.end());
+            }
+            return o;
+          }};
+}
+
+// p_{t+1} over 4 positions with half the bytes known: the given byte and its log-likelihood, or
+// the Philox draw of SPEC section 3.
+Case sample_case() {
+  return {"sample_bytes",
+          {Where::Twin, Where::Cuda},
+          1e-5,
+          [](Where w, bool perf, int reps, double *secs) {
+            const int rows = perf ? 256 : 300, K = 10, T = 6;
+            const auto given = bytes(size_t(rows) * T, 50);
+            std::vector<uint8_t> known = bytes(size_t(rows) * T, 51);
+            for (uint8_t &m : known)
+              m &= 1;
+            StepParams p;
+            p.has_given = p.has_known = 1;
+            p.seed = 12345;
+            p.image_base = 1000;
+            Outputs o;
+            o.u.assign(size_t(rows) * T + rows, 0);
+            o.d.assign(rows, 0.0);
+            uint8_t *out = o.u.data(), *cur = out + size_t(rows) * T;
+            for (int t = 0; t < 4; ++t) {
+              p.t = t;
+              std::vector<float> mix = uniforms(size_t(rows) * 3 * K, 52 + t, -1, 1);
+              for (int r = 0; r < rows; ++r)
+                for (int i = 0; i < K; ++i) {
+                  mix[size_t(r) * 3 * K + i] *= 3.0f;
+                  float &s = mix[size_t(r) * 3 * K + 2 * K + i];
+                  s = s * 2.5f - 3.5f;
+                }
+              if (w == Where::Reference) {
+                for (int r = 0; r < rows; ++r) {
+                  const size_t at = size_t(r) * T + t + 1;
+                  const float *orow = &mix[size_t(r) * 3 * K];
+                  int b = given[at];
+                  if (known[at])
+                    o.d[r] += mixture_log_prob(orow, K, b);
+                  else
+                    b = sample_byte(orow, K, p.seed, p.image_base + r, uint32_t(t));
+                  out[at] = cur[r] = uint8_t(b);
+                }
+              } else if (w == Where::Twin) {
+                *secs += timed_cpu(reps, [&] {
+                  sample_bytes_cpu(mix.data(), K, given.data(), known.data(), T, cur, out,
+                                   o.d.data(), &p, rows);
+                });
+              }
+#ifdef TARNN_TEST_CUDA
+              else {
+                DeviceArray<float> dmix(mix);
+                DeviceArray<uint8_t> dgiven(given), dknown(known),
+                    dout(std::vector<uint8_t>(out, out + size_t(rows) * T)),
+                    dcur(std::vector<uint8_t>(cur, cur + rows));
+                DeviceArray<double> dlp(o.d);
+                DeviceArray<StepParams> dp(std::vector<StepParams>{p});
+                *secs += timed(reps, [&] {
+                  launch_sample_bytes(dmix.get(), K, dgiven.get(), dknown.get(), T, dcur.get(),
+                                      dout.get(), dlp.get(), dp.get(), rows, nullptr);
+                });
+                const auto got_out = dout.download(), got_cur = dcur.download();
+                std::copy(got_out.begin(), got_out.end(), out);
+                std::copy(got_cur.begin(), got_cur.end(), cur);
+                o.d = dlp.download();
+              }
+#endif
+              if (perf)
+                break;
+            }
+            return o;
+          }};
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> all = {embedding_case(), bias_act_case(), layernorm_case(), sample_case()};
+  for (int d : {32, 6, 20, 64, 256})
+    all.push_back(attention_case(d));
+  return all;
+}
+
+// The largest difference, relative to max(1, |reference|); 1 for any differing byte.
+double max_error(const Outputs &got, const Outputs &want) {
+  if (got.f.size() != want.f.size() || got.u.size() != want.u.size() ||
+      got.d.size() != want.d.size())
+    return INFINITY;
+  double worst = got.u == want.u ? 0.0 : 1.0;
+  for (size_t i = 0; i < want.f.size(); ++i)
+    worst = std::max(worst, std::fabs(double(got.f[i]) - want.f[i]) /
+                                std::max(1.0, std::fabs(double(want.f[i]))));
+  for (size_t i = 0; i < want.d.size(); ++i)
+    worst = std::max(worst, std::fabs(got.d[i] - want.d[i]) / std::max(1.0, std::fabs(want.d[i])));
+  return worst;
+}
+
+// The twin and the CPU form compute in the reference's own order here only for the twins' element
+// functions; the plain reference may round differently (its own loop order, double LayerNorm).
+constexpr double kTwinTolerance = 2e-6;
+
+bool perf_mode = false;
+
+class Kernels : public ::testing::TestWithParam<size_t> {};
+
+// TARNN_KERNELS=cuda runs only the GPU legs (ctest's test_kernels_cuda, reported skipped where
+// there is no GPU); otherwise every host leg runs.
+bool only_cuda() {
+  const char *e = std::getenv("TARNN_KERNELS");
+  return e && std::string(e) == "cuda";
+}
+
+TEST_P(Kernels, MatchTheReferenceOnEveryBackend) {
+  const Case c = cases()[GetParam()];
+  if (only_cuda() && !no_gpu().empty())
+    GTEST_SKIP() << "no GPU: " << no_gpu();
+  double unused = 0;
+  const Outputs ref = c.run(Where::Reference, false, 1, &unused);
+  Outputs twin = c.run(Where::Twin, false, 1, &unused);
+  for (Where w : c.where) {
+    if ((w == Where::Cuda) != only_cuda())
+      continue;
+    const Outputs got = c.run(w, false, 1, &unused);
+    const double err = max_error(got, ref);
+    const double tol = w == Where::Cuda ? c.tolerance_cuda : kTwinTolerance;
+    std::printf("%-28s %-6s max error %.3g (tolerance %.3g)\n", c.name.c_str(), where_name(w), err,
+                tol);
+    EXPECT_LE(err, tol) << c.name << " on " << where_name(w);
+    if (w == Where::Cpu) { // the CPU backend's own form runs the twin's arithmetic to the bit
+      EXPECT_EQ(max_error(got, twin), 0.0) << c.name << ": cpu and twin differ";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Kernels, ::testing::Range<size_t>(0, cases().size()),
+                         [](const ::testing::TestParamInfo<size_t> &i) {
+                           std::string n = cases()[i.param].name;
+                           for (char &ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch)))
+                               ch = '_';
+                           return n;
+                         });
+
+// --perf: microseconds per call at MNIST shapes, batch 256, every backend present.
+int run_perf() {
+  for (const Case &c : cases()) {
+    for (Where w : c.where) {
+      if (w == Where::Cuda && !no_gpu().empty())
+        continue;
+      const int reps = w == Where::Cuda ? 200 : 20;
+      double secs = 0;
+      c.run(w, true, reps, &secs);
+      std::printf("%-28s %-6s %10.2f us per call\n", c.name.c_str(), where_name(w),
+                  secs / reps * 1e6);
+    }
+  }
+  if (!no_gpu().empty())
+    std::printf("(cuda: %s)\n", no_gpu().c_str());
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i)
+    perf_mode = perf_mode || std::strcmp(argv[i], "--perf") == 0;
+  if (perf_mode)
+    return run_perf();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,177 @@
+// The softmax baselines of the benchmark: the KV-cache decoder and the recompute decoder against
+// PyTorch's parallel causal softmax (tests/golden/small-softmax, made by tools/random_model.py
+// --attention softmax, same weights as tests/golden/small), and against each other to the bit.
+#include <cmath>
+#include <cstring>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "kernels/softmax_attention.h"
+#include "src/softmax/softmax_ops.h"
+#include "tarnn/tarnn.h"
+#include "test_util.h"
+
+using namespace tarnn;
+using namespace tarnn_test;
+
+namespace {
+
+std::string softmax_golden() { return source_dir() + "/tests/golden/small-softmax"; }
+
+// The MNIST-size softmax golden, made at test time by the ctest fixture (26 MB of weights).
+std::string mnist_softmax_golden() {
+  const char *dir = std::getenv("TARNN_GOLDEN_MNIST_SOFTMAX");
+  return dir ? dir : "";
+}
+
+// Teacher-forces the golden inputs: step(t, o) must fill o with the mixture parameters at t.
+// Checks them against the float64 reference, and each image's bits/dim.
+template <class Step>
+void check_golden(const std::string &dir, const Model &m, Step step, double tol) {
+  const Config &c = m.config;
+  const ImageSet in = read_images(dir + "/inputs-idx-ubyte", c);
+  const auto expected = nlohmann::json::parse(read_file(dir + "/expected.json"));
+  const int n = int(in.count), T = c.bytes_per_image(), K3 = c.d_out();
+  std::vector<float> o(size_t(n) * K3);
+  std::vector<double> lp(n, 0.0);
+  double worst = 0;
+  for (int t = 0; t + 1 < T; ++t) {
+    step(t, in.bytes.data(), o.data());
+    for (int r = 0; r < n; ++r) {
+      for (int j = 0; j < K3; ++j) {
+        const double want = expected["mixture_params"][r][t][j];
+        worst = std::max(worst, std::fabs(o[size_t(r) * K3 + j] - want));
+        ASSERT_NEAR(o[size_t(r) * K3 + j], want, tol) << "image " << r << " t " << t;
+      }
+      lp[r] += mixture_log_prob(&o[size_t(r) * K3], c.mixtures, in.bytes[size_t(r) * T + t + 1]);
+    }
+  }
+  for (int r = 0; r < n; ++r)
+    EXPECT_NEAR(-lp[r] / (c.positions() * std::log(2.0)), expected["bits_per_dim"][r].get<double>(),
+                1e-5)
+        << "image " << r;
+  std::printf("worst mixture-parameter error %.3g over %d positions\n", worst, T - 1);
+}
+
+// The KV-cache decoder teacher-forced through a golden folder.
+void check_kv_golden(const std::string &dir, double tol) {
+  const Model m = load_model(dir);
+  EXPECT_EQ(m.config.attention, "softmax");
+  const CpuWeights w(m);
+  const int n = int(read_images(dir + "/inputs-idx-ubyte", m.config).count);
+  KvCache cache(m.config, n, m.config.positions());
+  Decoder<KvOps> dec(m.config, w.view(), n, false, cache, 0);
+  const int T = m.config.bytes_per_image();
+  std::vector<uint8_t> cur(n);
+  check_golden(
+      dir, m,
+      [&](int t, const uint8_t *images, float *o) {
+        for (int r = 0; r < n; ++r)
+          cur[r] = images[size_t(r) * T + t];
+        dec.step(t, cur.data(), o);
+      },
+      tol);
+}
+
+// Samples `n` images for `steps` positions with both decoders from the same seed; every output
+// and every byte must be identical (the GEMM's elements do not depend on the row count, and both
+// call the same softmax_attention on the same keys and values).
+void expect_kv_equals_recompute(const Model &m, int n, int steps) {
+  const Config &c = m.config;
+  const CpuWeights w(m);
+  const int T = c.bytes_per_image(), K3 = c.d_out();
+  KvCache cache(c, n, c.positions());
+  Decoder<KvOps> kv(c, w.view(), n, false, cache, 0);
+  RecomputeDecoder re(c, w.view(), n);
+  std::vector<uint8_t> img_kv(size_t(n) * T, 0), img_re(size_t(n) * T, 0), cur(n);
+  std::vector<float> o_kv(size_t(n) * K3), o_re(size_t(n) * K3);
+  for (int t = 0; t < steps; ++t) {
+    for (int r = 0; r < n; ++r)
+      cur[r] = img_kv[size_t(r) * T + t];
+    kv.step(t, cur.data(), o_kv.data());
+    re.step(t, img_re.data(), T, o_re.data());
+    ASSERT_EQ(0, std::memcmp(o_kv.data(), o_re.data(), o_kv.size() * 4)) << "t " << t;
+    for (int r = 0; r < n; ++r) {
+      img_kv[size_t(r) * T + t + 1] =
+          uint8_t(sample_byte(&o_kv[size_t(r) * K3], c.mixtures, 5, r, t));
+      img_re[size_t(r) * T + t + 1] =
+          uint8_t(sample_byte(&o_re[size_t(r) * K3], c.mixtures, 5, r, t));
+    }
+  }
+  EXPECT_EQ(img_kv, img_re);
+}
+
+} // namespace
+
+TEST(SoftmaxParity, KvCacheMatchesPyTorch) { check_kv_golden(softmax_golden(), 2e-5); }
+
+// 783 positions: softmax over long rows, mixture parameters and bits/dim to 1e-4.
+TEST(SoftmaxParity, KvCacheMatchesPyTorchAtMnistSize) {
+  if (mnist_softmax_golden().empty())
+    GTEST_FAIL() << "TARNN_GOLDEN_MNIST_SOFTMAX is not set: run through ctest (its fixture)";
+  check_kv_golden(mnist_softmax_golden(), 1e-4);
+}
+
+TEST(SoftmaxParity, RecomputeMatchesPyTorch) {
+  const Model m = load_model(softmax_golden());
+  const CpuWeights w(m);
+  RecomputeDecoder dec(m.config, w.view(), 3);
+  const int T = m.config.bytes_per_image();
+  check_golden(
+      softmax_golden(), m,
+      [&](int t, const uint8_t *images, float *o) { dec.step(t, images, T, o); }, 2e-5);
+}
+
+// The golden is not one the linear decoder also passes: same weights, other numbers.
+TEST(SoftmaxParity, GoldenTellsTheAttentionsApart) {
+  const Model m = load_model(softmax_golden());
+  const auto expected = nlohmann::json::parse(read_file(softmax_golden() + "/expected.json"));
+  const auto linear = nlohmann::json::parse(read_file(small_golden() + "/expected.json"));
+  double most = 0;
+  for (size_t t = 0; t < expected["mixture_params"][0].size(); ++t)
+    for (size_t j = 0; j < size_t(m.config.d_out()); ++j)
+      most = std::max(most, std::fabs(expected["mixture_params"][0][t][j].get<double>() -
+                                      linear["mixture_params"][0][t][j].get<double>()));
+  EXPECT_GT(most, 1e-2);
+}
+
+TEST(SoftmaxParity, KvCacheEqualsRecomputeToTheBit) {
+  expect_kv_equals_recompute(load_model(softmax_golden()), 4, 39);
+  expect_kv_equals_recompute(random_model(Config::mnist(), 3), 2, 24); // the paper's MNIST size
+}
+
+// A benchmark steps the KV-cache decoder at a position without the steps before it.
+TEST(KvCache, StepsAtAnyPositionWithinItsCapacity) {
+  const Model m = load_model(softmax_golden());
+  const CpuWeights w(m);
+  const int L = m.config.positions();
+  KvCache cache(m.config, 2, L);
+  Decoder<KvOps> dec(m.config, w.view(), 2, false, cache, 0);
+  const uint8_t bytes[2] = {0, 0};
+  std::vector<float> o(2 * m.config.d_out());
+  EXPECT_NO_THROW(dec.step(L - 1, bytes, o.data()));
+  for (float v : o)
+    EXPECT_TRUE(std::isfinite(v));
+  EXPECT_THROW(dec.step(L, bytes, o.data()), Error);
+}
+
+TEST(Memory, KvCacheGrowsWithLengthStateDoesNot) {
+  const Config c = Config::mnist();
+  // K and V: 2 x 783 positions x 8 layers x 256 floats = 12,828,672 bytes, 47x the linear state
+  EXPECT_EQ(KvCache::bytes_per_image(c), 12828672);
+  EXPECT_EQ(KvCache(c, 2, c.positions()).bytes(), 2 * 12828672);
+  EXPECT_EQ(KvCache::bytes_per_image(Config::cifar10()), 2LL * 3071 * 16 * 256 * 4);
+}
+
+// The softmax's own exp: within 3 ulp of exp in double over [-87, 0], and exact at 0.
+TEST(SoftmaxMath, ExpNonPositiveIsAccurate) {
+  EXPECT_EQ(exp_nonpositive(0.0f), 1.0f);
+  double worst = 0;
+  for (int i = 0; i <= 870000; ++i) {
+    const float x = -float(i) * 1e-4f;
+    const double want = std::exp(double(x));
+    worst = std::max(worst, std::fabs(exp_nonpositive(x) - want) / want);
+  }
+  EXPECT_LT(worst, 3 * 5.97e-8) << "relative error"; // 3 ulp of float (2^-24 each)
+  std::printf("worst relative error %.3g\n", worst);
+}

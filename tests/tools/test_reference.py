@@ -1,0 +1,51 @@
+#!/usr/bin/python3
+"""The PyTorch reference's own checks: its blocked (training) form of causal linear attention
+equals the plain masked form (equation 9) in float64, and its loss is a normalised distribution.
+"""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import tarnn_model as tm  # noqa: E402
+
+failures = []
+checks = [0]
+
+
+def check(name, ok, detail=""):
+    checks[0] += 1
+    print(f"{'ok  ' if ok else 'FAIL'} {name} {detail}")
+    if not ok:
+        failures.append(name)
+
+
+torch.manual_seed(0)
+fq, fk = torch.rand(2, 3, 101, 5, dtype=torch.float64), torch.rand(2, 3, 101, 5, dtype=torch.float64)
+v = torch.randn(2, 3, 101, 5, dtype=torch.float64)
+plain = tm.causal_numerator(fq, fk, v, 0)
+naive = torch.stack([torch.einsum("nhd,nhjd,nhje->nhe", fq[:, :, t], fk[:, :, :t + 1],
+                                  v[:, :, :t + 1]) for t in range(101)], 2)
+check("masked form equals the sum over j <= t", torch.allclose(plain, naive, atol=1e-12))
+for chunk in (1, 7, 32, 101, 200):
+    err = (tm.causal_numerator(fq, fk, v, chunk) - plain).abs().max().item()
+    check(f"blocked form, chunk {chunk}", err < 1e-12, f"(max error {err:.2e})")
+
+model = tm.ImageTransformer(tm.MNIST_CONFIG).double().eval()
+x = torch.randint(0, 256, (2, 784))
+with torch.no_grad():
+    a = tm.bits_per_dim(model, x)
+    tm.Attention.chunk = 32
+    b = tm.bits_per_dim(model, x)
+    tm.Attention.chunk = 0
+check("MNIST-size model: blocked and plain bits/dim", (a - b).abs().max().item() < 1e-10)
+
+o = torch.randn(4, 30, dtype=torch.float64)
+lp = torch.stack([tm.log_prob_bytes(o, torch.full((4,), b), 10) for b in range(256)])
+total = lp.exp().sum(0)
+check("loss is a distribution over the 256 bytes", torch.allclose(total, torch.ones(4, dtype=torch.float64), atol=1e-6),
+      f"(sums {total.tolist()})")
+
+print(f"{checks[0] - len(failures)} passed, {len(failures)} failed")
+sys.exit(1 if failures else 0)
