@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Plot `tarnn bench --json` files: the paper's Figure 1 shape and throughput against batch size.
 
-    tools/plot_bench.py --out-dir docs docs/bench/*.json
+    tools/plot_bench.py --out-dir docs tools/bench/runs/*.json
 
 writes, one panel per model:
   OUT/bench-time-per-pixel.png  time per pixel (step time / batch) against the position, for each

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing (Debian packages), builds, then runs the job named by $1:
 #   tools/setup.sh sample   64 digits from the shipped model -> samples.png
-#   tools/setup.sh test     every test (what .ci/run calls)
+#   tools/setup.sh test     every test: the release build's suite, then the same suite built
+#                           with AddressSanitizer and UndefinedBehaviorSanitizer (what .ci/run calls)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 job=${1:-}
@@ -12,8 +13,8 @@ esac
 
 # Debian's python3-torch is the PyTorch reference's; it lives under /usr/bin/python3, not the
 # python3 that may come first on PATH.
-packages=(cmake g++ make nlohmann-json3-dev libstb-dev libcli11-dev libgtest-dev
-          python3-torch python3-numpy python3-matplotlib)
+packages=(cmake g++ make nlohmann-json3-dev libstb-dev libcli11-dev libgtest-dev binutils)
+[ "$job" = test ] && packages+=(python3-torch python3-numpy python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -26,11 +27,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-cmake --build build -j"$(nproc)"
+cmake --build build -j"$jobs"
 
 if [ "$job" = sample ]; then
   ./build/tarnn sample --model models/mnist -n 64 --seed 1 -o samples.png
-else
-  ctest --test-dir build --output-on-failure
+  exit 0
 fi
+
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+# The sanitizers: the C++ suites and the command end to end (the pure-Python tests and the install
+# check gain nothing from them and are left to the release pass).
+cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTARNN_SANITIZE=ON -DTARNN_CUDA=OFF
+cmake --build build-sanitize -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-sanitize --output-on-failure -j"$jobs" -E '^(reference|training|install)$'

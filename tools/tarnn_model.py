@@ -1,7 +1,7 @@
 """The SPEC model in plain PyTorch: the paper's autoregressive image transformer.
 
 This is the one Python definition of the model. train.py trains it, export.py writes it,
-make_golden.py uses it as the parallel (equation 9) reference the C++ engine is tested against.
+random_model.py uses it as the parallel (equation 9) reference the C++ engine is tested against.
 Tensor names are those of the paper's code (fast-transformers), so its checkpoints load as is.
 """
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../core/forward.h"
+#include "tarnn/error.h"
 
 namespace tarnn {
 
@@ -26,6 +27,9 @@ public:
   // Feeds p_t of each row at position t and writes the mixture parameters of p_{t+1} to o
   // ([rows, 3K]).
   void step(int t, const uint8_t *bytes, float *o) {
+    if (t < 0 || t >= c_.positions()) // before the embedding reads P[t]
+      throw Error("position " + std::to_string(t) + " is outside [0, " +
+                  std::to_string(c_.positions()) + ")");
     std::memcpy(b_.cur, bytes, size_t(b_.rows));
     b_.params->t = t;
     forward(ops_, c_, w_, b_.rows);

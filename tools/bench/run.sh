@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The runs behind docs/RESULTS.md: each writes NAME.json (tarnn bench --json) and NAME.txt (what
 # it printed). Then tools/plot_bench.py draws the figures from the JSON.
-#   docs/bench/run.sh [NAME...]   (no names: all)
+#   tools/bench/run.sh [NAME...]   (no names: all)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 TARNN=${TARNN:-build/tarnn}
-out=docs/bench
+out=tools/bench/runs
 
 run() { # NAME ARGS...
   local name=$1

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# cmake --install, then a project outside the tree finds the package (find_package(tarnn)),
+# builds against it and samples: the same bytes as the installed command.
+# usage: install_test.sh BUILD_DIR SOURCE_DIR
+BUILD=$1
+SRC=$2
+TARNN=unused
+source "$SRC/tests/cli/cli_lib.sh"
+prefix=$work/prefix
+expect_ok cmake --install "$BUILD" --prefix "$prefix"
+for f in bin/tarnn include/tarnn/tarnn.h include/tarnn/run.h lib/libtarnn.a \
+         lib/cmake/tarnn/tarnnConfig.cmake share/tarnn/models/mnist/config.json; do
+  [ -e "$prefix/$f" ] && ok || bad "not installed: $f"
+done
+expect_ok "$prefix/bin/tarnn" --version
+expect_ok cmake -S "$SRC/tests/install/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_BUILD_TYPE=Release
+expect_ok cmake --build "$work/consumer"
+expect_ok "$work/consumer/consumer" "$SMALL" "$work/lib.png"
+expect_ok "$prefix/bin/tarnn" sample --model "$SMALL" -n 4 --seed 1 -o "$work/cmd.png"
+cmp -s "$work/lib.png" "$work/cmd.png" && ok || bad "the library's images differ from the command's"
+finish
