@@ -9,30 +9,24 @@ namespace tarnn {
 
 namespace {
 
-// One head's softmax attention, compiled for AVX-512, AVX2 and any x86-64 (the loops are written
-// to vectorise; the summation order is the code's, so every build gives the same bits).
+// One head's softmax attention in the instruction set this CPU has (the loops are written to
+// vectorise; the summation order is the code's, so every variant gives the same bits).
+__attribute__((always_inline)) inline void attend_body(const float *q, const float *KT, int ldk,
+                                                       const float *V, int n, int d, float *scores,
+                                                       float *out) {
+  softmax_attention(q, KT, ldk, V, n, d, scores, out);
+}
+
+TARNN_CPU_VARIANTS(attend,
+                   (const float *q, const float *KT, int ldk, const float *V, int n, int d,
+                    float *scores, float *out),
+                   (q, KT, ldk, V, n, d, scores, out))
+
 using AttendFn = void (*)(const float *, const float *, int, const float *, int, int, float *,
                           float *);
 
-void attend_portable(const float *q, const float *KT, int ldk, const float *V, int n, int d,
-                     float *scores, float *out) {
-  softmax_attention(q, KT, ldk, V, n, d, scores, out);
-}
-__attribute__((target("avx2"))) void attend_avx2(const float *q, const float *KT, int ldk,
-                                                 const float *V, int n, int d, float *scores,
-                                                 float *out) {
-  softmax_attention(q, KT, ldk, V, n, d, scores, out);
-}
-__attribute__((target("avx512f"))) void attend_avx512(const float *q, const float *KT, int ldk,
-                                                      const float *V, int n, int d, float *scores,
-                                                      float *out) {
-  softmax_attention(q, KT, ldk, V, n, d, scores, out);
-}
-
 AttendFn attend() {
-  static const AttendFn f = cpu_has_avx512()     ? &attend_avx512
-                            : cpu_has_avx2_fma() ? &attend_avx2
-                                                 : &attend_portable;
+  static const AttendFn f = cpu_pick(&attend_avx512, &attend_avx2, &attend_portable);
   return f;
 }
 

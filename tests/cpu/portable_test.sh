@@ -7,13 +7,13 @@ command -v objdump >/dev/null || { echo "skipped: no objdump (binutils)"; exit 7
 fail=0
 funcs=$(objdump -d --no-show-raw-insn -C "$BIN" |
   awk '/^[0-9a-f]+ <.*>:$/ {fn=$0; next} /%[yz]mm/ {if (!(fn in seen)) {seen[fn]=1; print fn}}')
-stray=$(printf '%s\n' "$funcs" | grep -v -E '_avx512|_avx2' | grep -v '^$')
+stray=$(printf '%s\n' "$funcs" | grep -v -E 'avx512|avx2' | grep -v '^$')
 if [ -n "$stray" ]; then
   echo "FAIL: vector instructions outside the dispatched kernels:"
   printf '%s\n' "$stray"
   fail=1
 fi
-for want in 'tile_avx512<8>' 'tile_avx2<8>' 'rows_avx512' 'rows_avx2' 'attend_avx512' 'attend_avx2'; do
+for want in 'tile_avx512<8>' 'tile_avx2<8>' 'attention_rows_avx512' 'attention_rows_avx2' 'layernorm_rows_avx512' 'attend_avx512' 'attend_avx2'; do
   printf '%s\n' "$funcs" | grep -qF "$want" || { echo "FAIL: no $want with vector instructions"; fail=1; }
 done
 echo "$(printf '%s\n' "$funcs" | grep -c .) functions with AVX/AVX-512 instructions, all dispatched"

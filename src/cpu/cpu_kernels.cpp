@@ -1,0 +1,56 @@
+// The CPU's per-row loops that are worth vectorising, each compiled for AVX-512, AVX2 and any
+// x86-64 (TARNN_CPU_VARIANTS) and chosen at run time: every variant gives the same bits.
+#include "../../kernels/linear_attention.h"
+#include "../../kernels/residual_layernorm.h"
+#include "cpu_features.h"
+#include "cpu_ops.h"
+
+namespace tarnn {
+
+namespace {
+
+// linear_attention_step for every (row, head) of one layer.
+__attribute__((always_inline)) inline void attention_rows_body(const float *qkv, float *state,
+                                                               float *att, int rows, int layer,
+                                                               int n_layers, int n_heads, int d) {
+  const int A = n_heads * d;
+  for (int r = 0; r < rows; ++r) {
+    const float *q = qkv + size_t(r) * 3 * A;
+    for (int h = 0; h < n_heads; ++h) {
+      float *S = state + state_block_offset(r, layer, h, n_layers, n_heads, d);
+      linear_attention_step(q + h * d, q + A + h * d, q + 2 * A + h * d, S, S + size_t(d) * d,
+                            att + size_t(r) * A + h * d, d);
+    }
+  }
+}
+
+__attribute__((always_inline)) inline void
+layernorm_rows_body(float *x, const float *y, const float *w, const float *b, int rows, int n) {
+  residual_layernorm_cpu(x, y, w, b, rows, n);
+}
+
+TARNN_CPU_VARIANTS(attention_rows,
+                   (const float *qkv, float *state, float *att, int rows, int layer, int n_layers,
+                    int n_heads, int d),
+                   (qkv, state, att, rows, layer, n_layers, n_heads, d))
+TARNN_CPU_VARIANTS(layernorm_rows,
+                   (float *x, const float *y, const float *w, const float *b, int rows, int n),
+                   (x, y, w, b, rows, n))
+
+} // namespace
+
+void linear_attention_rows(const float *qkv, float *state, float *att, int rows, int layer,
+                           const Config &c) {
+  static const auto run =
+      cpu_pick(&attention_rows_avx512, &attention_rows_avx2, &attention_rows_portable);
+  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head);
+}
+
+void residual_layernorm_rows(float *x, const float *y, const float *w, const float *b, int rows,
+                             int n) {
+  static const auto run =
+      cpu_pick(&layernorm_rows_avx512, &layernorm_rows_avx2, &layernorm_rows_portable);
+  run(x, y, w, b, rows, n);
+}
+
+} // namespace tarnn
