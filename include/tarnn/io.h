@@ -30,6 +30,11 @@ ImageSet read_images(const std::string &path, const Config &c);
 void write_file_atomic(const std::string &path, const void *data, size_t size);
 void write_file_atomic(const std::string &path, const std::string &text);
 
+// For programs (the tarnn command calls it first): on SIGINT, SIGTERM or SIGHUP, delete the
+// temporaries of writes in progress, then die of the signal as before. Without it an interrupted
+// write leaves its hidden temporary behind (the target itself is never half-written).
+void remove_temporaries_on_signals();
+
 // A PNG (1 to 4 channels), written as write_file_atomic does.
 void write_png(const std::string &path, int width, int height, int channels, const uint8_t *data);
 
@@ -42,8 +47,9 @@ constexpr int64_t kMaxGridImages = 65536;
 constexpr int64_t kMaxGridBytes = int64_t(1) << 28;
 
 // The columns of a square-ish grid of `count` images, and a check, before any work, that such a
-// grid of images of this size can be written; Error otherwise, pointing to per-image outputs.
+// grid of images of this size can be written (Error otherwise, pointing to per-image outputs):
+// its bytes.
 int grid_columns(int64_t count);
-void check_grid(int64_t count, int height, int width, int channels, int cols, int pad = 2);
+int64_t check_grid(int64_t count, int height, int width, int channels, int cols, int pad = 2);
 
 } // namespace tarnn

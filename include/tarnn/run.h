@@ -34,6 +34,12 @@ constexpr int kMaxThreads = 1024;
 // out of range, or a CPU batch whose state would not fit in this machine's memory.
 RunOptions resolve_run_options(const Config &c, RunOptions o);
 
+// The one memory check: throws Error "WHAT needs N MB, more than 3/4 of this machine's M MB" when
+// `bytes` is over 3/4 of the physical memory. Every job calls it, with everything it will hold,
+// before any work.
+void check_memory(double bytes, const std::string &what);
+int64_t physical_memory_bytes();
+
 // Whether this build has the CUDA backend, and the device it would run on ("NVIDIA H100 ...");
 // cuda_device throws Error "no CUDA device: ..." or "... not available in this build ...".
 bool cuda_built();

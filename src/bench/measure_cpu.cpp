@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "../../kernels/tarnn_math.h"
-#include "../core/memory.h"
 #include "../cpu/cpu_features.h"
 #include "../cpu/decoder.h"
+#include "../cpu/threads.h"
 #include "../softmax/softmax_ops.h"
 #include "forms.h"
 #include "tarnn/error.h"
@@ -44,16 +44,11 @@ double gemm_peak_gflops(int threads) {
     v = u(rng);
   const int n = std::min(threads, kPeakRows);
   auto once = [&] {
-    std::vector<std::thread> workers;
-    for (int i = 0; i < n; ++i) {
+    run_parallel(n, [&](int i) {
       const int first = kPeakRows * i / n, rows = kPeakRows * (i + 1) / n - first;
-      workers.emplace_back([&, first, rows] {
-        linear_forward(p, &x[size_t(first) * kPeakIn], kPeakIn, rows, &y[size_t(first) * kPeakOut],
-                       kPeakOut, Act::None);
-      });
-    }
-    for (auto &w : workers)
-      w.join();
+      linear_forward(p, &x[size_t(first) * kPeakIn], kPeakIn, rows, &y[size_t(first) * kPeakOut],
+                     kPeakOut, Act::None);
+    });
   };
   once(); // warm the caches and the pages
   double best = 1e30;
@@ -179,15 +174,7 @@ BenchResult measure_cpu(const BenchOptions &o) {
       img[size_t(row) * T + t + 1] = uint8_t(sample_byte(
           &out[i][size_t(row) * c.d_out()], c.mixtures, 0, uint64_t(first[i] + row), uint32_t(t)));
   };
-  auto step_all = [&](int t) {
-    if (threads == 1)
-      return run_slice(0, t);
-    std::vector<std::thread> workers;
-    for (int i = 0; i < threads; ++i)
-      workers.emplace_back(run_slice, i, t);
-    for (auto &th : workers)
-      th.join();
-  };
+  auto step_all = [&](int t) { run_parallel(threads, [&](int i) { run_slice(i, t); }); };
   // One untimed step first (first touches of buffers and code), then start from scratch.
   step_all(0);
   for (auto &s : slices)

@@ -40,10 +40,10 @@ Command add_bench(CLI::App &app) {
       ->check(CLI::IsMember({"linear", "softmax", "softmax-recompute"}))
       ->capture_default_str();
   add_run_options(cmd, b.run);
-  cmd->add_option("--steps", b.steps,
+  add_number<int>(cmd, "--steps", b.steps,
                   "time N positions and extrapolate to all (0: all); linear: the first N, "
-                  "softmax: N spread over the image, interpolated")
-      ->capture_default_str();
+                  "softmax: N spread over the image, interpolated",
+                  0, INT32_MAX);
   cmd->add_option("--json", a->json, "also write the figures as JSON here");
   return {cmd, [a] { return run_bench_command(*a); }};
 }

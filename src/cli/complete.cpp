@@ -14,6 +14,7 @@ struct CompleteArgs {
   std::string images;
   std::optional<std::string> index; // unset: the first 16 images (or all, if fewer)
   MaskSpec mask;
+  int64_t keep_rows = 0, keep = 0; // copied into mask when given
   int samples = 4;
   uint64_t seed = 0;
   std::string out, out_dir;
@@ -68,19 +69,19 @@ Command add_complete(CLI::App &app) {
   cmd->add_option_function<std::string>(
       "--index", [a](const std::string &s) { a->index = s; },
       "images of the file to complete: 3, 0-15, 0,5,9-12 (default: the first 16)");
-  auto *rows = cmd->add_option_function<int64_t>(
-      "--keep-rows", [a](const int64_t &r) { a->mask.keep_rows = r; },
-      "keep the first R pixel rows (default: the top half, as Figure 3)");
-  auto *keep = cmd->add_option_function<int64_t>(
-      "--keep", [a](const int64_t &n) { a->mask.keep = n; },
-      "keep the first N bytes in raster order");
+  auto *rows = add_number<int64_t>(cmd, "--keep-rows", a->keep_rows,
+                                   "keep the first R pixel rows (default: the top half, as "
+                                   "Figure 3)",
+                                   INT64_MIN + 1, INT64_MAX);
+  auto *keep = add_number<int64_t>(cmd, "--keep", a->keep, "keep the first N bytes in raster order",
+                                   INT64_MIN + 1, INT64_MAX);
   auto *mask = cmd->add_option("--mask", a->mask.png,
                                "PNG of the image's height x width: nonzero (white) = known, "
                                "zero (black) = generate; any pattern");
   rows->excludes(keep)->excludes(mask);
   keep->excludes(mask);
-  cmd->add_option("--samples", a->samples, "completions per image, 1-64")->capture_default_str();
-  cmd->add_option("--seed", a->seed, "seed (see the RNG rule below)")->capture_default_str();
+  add_number<int>(cmd, "--samples", a->samples, "completions per image", 1, kMaxSamples);
+  add_number<uint64_t>(cmd, "--seed", a->seed, "seed (see the RNG rule below)", 0, UINT64_MAX);
   cmd->add_option("-o,--output", a->out, "PNG grid: occluded | completions | original per row")
       ->required();
   cmd->add_option("--out-dir", a->out_dir,
@@ -97,7 +98,13 @@ Command add_complete(CLI::App &app) {
       "Grid, a row per image: occluded | completions | original. Grayscale models give an RGB\n"
       "grid, unknown pixels of the occluded image in dim red (120,0,0); RGB models show unknown\n"
       "bytes as a grey checkerboard.");
-  return {cmd, [a] { return run_complete(*a); }};
+  return {cmd, [a, rows, keep] {
+            if (rows->count())
+              a->mask.keep_rows = a->keep_rows;
+            if (keep->count())
+              a->mask.keep = a->keep;
+            return run_complete(*a);
+          }};
 }
 
 } // namespace tarnn::cli

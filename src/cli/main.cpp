@@ -1,12 +1,14 @@
 // tarnn: sample, score, complete, inspect and benchmark linear-transformer image models run as
 // RNNs. A thin command over the library (include/tarnn/tarnn.h): each subcommand is one file.
 #include <cstdio>
+#include <new>
 #include <vector>
 
 #include "options.h"
 
 int main(int argc, char **argv) {
   using namespace tarnn;
+  remove_temporaries_on_signals();
   CLI::App app{"tarnn: autoregressive linear transformers run as RNNs (Katharopoulos et al., "
                "2020): sample, score, complete and benchmark image models. The maths, the file "
                "format and the RNG contract: docs/SPEC.md"};
@@ -31,6 +33,10 @@ int main(int argc, char **argv) {
     for (const cli::Command &c : commands)
       if (c.app->parsed())
         return c.run();
+  } catch (const std::bad_alloc &) {
+    std::fprintf(stderr, "tarnn: error: out of memory (try a smaller --batch, fewer images or "
+                         "fewer --threads)\n");
+    return 1;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "tarnn: error: %s\n", e.what());
     return 1;

@@ -18,13 +18,47 @@ void add_model_option(CLI::App *cmd, std::string &model, const std::string &defa
 }
 
 void add_run_options(CLI::App *cmd, RunOptions &run) {
-  cmd->add_option("--batch", run.batch,
-                  "images whose state is in memory at once (0, the default: 256 on cpu, as many "
-                  "as fit on cuda)");
-  cmd->add_option("--threads", run.threads, "CPU threads (0, the default: every core)");
+  add_number<int64_t>(cmd, "--batch", run.batch,
+                      "images whose state is in memory at once (0, the default: 256 on cpu, as "
+                      "many as fit on cuda)",
+                      0, kMaxBatch);
+  add_number<int>(cmd, "--threads", run.threads, "CPU threads (0, the default: every core)", 0,
+                  kMaxThreads);
   cmd->add_option("--device", run.device, "backend: cpu or cuda")->capture_default_str();
   cmd->add_flag("--tf32", run.tf32, "cuda: TF32 tensor cores in the GEMMs (faster, less exact)");
 }
+
+template <class T>
+CLI::Option *add_number(CLI::App *cmd, const std::string &name, T &var, const std::string &help,
+                        T lo, T hi) {
+  const std::string flag = name.substr(0, name.find(','));
+  auto parse = [&var, flag, lo, hi](const std::string &s) {
+    const bool negative = !s.empty() && s[0] == '-';
+    const std::string digits = negative ? s.substr(1) : s;
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
+      throw CLI::ValidationError(flag, "'" + s.substr(0, 40) + "' is not a whole number in [" +
+                                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    errno = digits.size() > 20 ? ERANGE : 0; // beyond any 64-bit number
+    const auto value = negative ? static_cast<long double>(std::strtoll(s.c_str(), nullptr, 10))
+                                : static_cast<long double>(std::strtoull(s.c_str(), nullptr, 10));
+    if (errno == ERANGE || (negative && lo >= 0) || value < static_cast<long double>(lo) ||
+        value > static_cast<long double>(hi))
+      throw CLI::ValidationError(flag + " must be in [" + std::to_string(lo) + ", " +
+                                 std::to_string(hi) + "] (got " + s + ")");
+    var = negative ? T(std::strtoll(s.c_str(), nullptr, 10))
+                   : T(std::strtoull(s.c_str(), nullptr, 10));
+  };
+  CLI::Option *o = cmd->add_option_function<std::string>(name, parse, help);
+  o->default_str(std::to_string(var))->type_name("INT");
+  return o;
+}
+
+template CLI::Option *add_number<int>(CLI::App *, const std::string &, int &, const std::string &,
+                                      int, int);
+template CLI::Option *add_number<int64_t>(CLI::App *, const std::string &, int64_t &,
+                                          const std::string &, int64_t, int64_t);
+template CLI::Option *add_number<uint64_t>(CLI::App *, const std::string &, uint64_t &,
+                                           const std::string &, uint64_t, uint64_t);
 
 namespace {
 

@@ -32,6 +32,13 @@ void add_model_option(CLI::App *cmd, std::string &model, const std::string &defa
 // --batch --threads --device --tf32, into the library's RunOptions.
 void add_run_options(CLI::App *cmd, RunOptions &run);
 
+// A whole-number option parsed strictly: decimal digits (and a leading '-' where lo < 0), in
+// [lo, hi]; anything else ("1e23", "2^64", "-1" for a count) is a parse error naming the option,
+// never clamped or wrapped.
+template <class T>
+CLI::Option *add_number(CLI::App *cmd, const std::string &name, T &var, const std::string &help,
+                        T lo, T hi);
+
 // Before any work: `path` can be written (its folder exists and is a writable folder, and it is
 // not itself a folder). Throws Error naming it.
 void check_output_file(const std::string &path);

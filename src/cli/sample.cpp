@@ -25,10 +25,14 @@ int run_sample(const SampleArgs &a) {
   Engine engine(load_model(a.model), a.run);
   const Config &c = engine.config();
   const int cols = grid_columns(a.n);
+  int64_t grid = 0;
   if (!a.out.empty()) { // every output checked before any work
-    check_grid(a.n, c.height, c.width, c.channels, cols);
+    grid = check_grid(a.n, c.height, c.width, c.channels, cols);
     check_output_file(a.out);
   }
+  // the images, the state, and the grid twice (its pixels and their PNG encoding)
+  check_memory(double(a.n) * c.bytes_per_image() + state_bytes(engine, a.n) + 2.0 * double(grid),
+               "sampling " + std::to_string(a.n) + " images" + (grid ? " with a grid" : ""));
   if (!a.out_dir.empty())
     make_output_folder(a.out_dir);
   const auto t0 = std::chrono::steady_clock::now();
@@ -55,12 +59,12 @@ Command add_sample(CLI::App &app) {
   CLI::App *cmd = app.add_subcommand("sample", "generate images pixel by pixel");
   add_model_option(cmd, a->model, kDefaultModel);
   add_run_options(cmd, a->run);
-  cmd->add_option("-n", a->n, "number of images")->capture_default_str();
-  cmd->add_option("--seed", a->seed, "seed: image i is the same for any batch, thread count")
-      ->capture_default_str();
-  cmd->add_option("--first", a->first,
-                  "index of the first image (split a large job across processes)")
-      ->capture_default_str();
+  add_number<int64_t>(cmd, "-n", a->n, "number of images", 1, kMaxSampleImages);
+  add_number<uint64_t>(cmd, "--seed", a->seed,
+                       "seed: image i is the same for any batch, thread count", 0, UINT64_MAX);
+  add_number<int64_t>(cmd, "--first", a->first,
+                      "index of the first image (split a large job across processes)", 0,
+                      INT64_MAX);
   cmd->add_option("-o,--output", a->out, "PNG grid of all images");
   cmd->add_option("--out-dir", a->out_dir, "one PNG per image here, named by image index");
   return {cmd, [a] { return run_sample(*a); }};

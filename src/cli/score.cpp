@@ -52,7 +52,8 @@ Command add_score(CLI::App &app) {
   add_model_option(cmd, a->model, kDefaultModel);
   add_run_options(cmd, a->run);
   cmd->add_option("--images", a->images, "MNIST IDX file (idx3-ubyte) or PNG")->required();
-  cmd->add_option("--limit", a->limit, "score only the first N images (0: all)");
+  add_number<int64_t>(cmd, "--limit", a->limit, "score only the first N images (0: all)", 0,
+                      INT64_MAX);
   cmd->add_flag("--json", a->json, "print JSON with per-image figures");
   return {cmd, [a] { return run_score(*a); }};
 }

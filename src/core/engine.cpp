@@ -3,7 +3,6 @@
 #include <thread>
 
 #include "backend.h"
-#include "memory.h"
 #include "tarnn/error.h"
 
 namespace tarnn {

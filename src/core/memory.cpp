@@ -1,6 +1,7 @@
-#include "memory.h"
 
 #include <unistd.h>
+
+#include "tarnn/run.h"
 
 #include "tarnn/error.h"
 

@@ -16,6 +16,7 @@
 #include "cpu_features.h"
 #include "cpu_ops.h"
 #include "tarnn/error.h"
+#include "threads.h"
 
 namespace tarnn {
 
@@ -34,28 +35,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-// The first exception of any worker, kept to be rethrown on the calling thread; once one is kept
-// the others stop at their next report.
-class FirstError {
-public:
-  void keep(std::exception_ptr e) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!error_)
-      error_ = e;
-    failed_ = true;
-  }
-  bool failed() const { return failed_; }
-  void rethrow() {
-    if (error_)
-      std::rethrow_exception(error_);
-  }
-
-private:
-  std::mutex mutex_;
-  std::exception_ptr error_;
-  std::atomic<bool> failed_{false};
-};
 
 struct Stopped {}; // thrown into a worker's rollout when another worker failed
 
@@ -106,9 +85,8 @@ public:
           finished.notify_all();
         });
         ++running;
-      } catch (const std::system_error &e) {
-        error.keep(std::make_exception_ptr(Error(std::string("cannot start a CPU thread: ") +
-                                                 e.what() + " (try fewer --threads)")));
+      } catch (const std::exception &e) {
+        error.keep(thread_start_error(e));
         break;
       }
     }

@@ -1,13 +1,19 @@
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "files.h"
+#include "json_limits.h"
 #include "tarnn/config.h"
 #include "tarnn/error.h"
 
 namespace tarnn {
 
 using nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxConfigBytes = 1 << 20;
+
+} // namespace
 
 Config Config::mnist() { return Config{}; }
 
@@ -36,7 +42,7 @@ void Config::validate(const std::string &where) const {
   check(format_version == 1, "format_version " + std::to_string(format_version) +
                                  " is not supported (this build reads version 1)");
   check(attention == "linear" || attention == "softmax",
-        "attention \"" + attention + "\" is not supported (linear or softmax)");
+        "attention \"" + short_text(attention) + "\" is not supported (linear or softmax)");
   // Bounds keep a hostile config from asking for absurd allocations; they are far above any
   // model this engine is for (CIFAR-10 is 32x32x3, d_model 256).
   auto in = [&](int v, int lo, int hi, const char *name) {
@@ -59,12 +65,18 @@ void Config::validate(const std::string &where) const {
 }
 
 Config Config::from_json_file(const std::string &path) {
-  std::ifstream in(path);
-  if (!in)
-    throw Error(path + ": cannot open (does the model folder exist?)");
-  std::stringstream text;
-  text << in.rdbuf();
-  const json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  std::vector<uint8_t> raw;
+  try {
+    raw = read_file(path);
+  } catch (const Error &e) {
+    throw Error(std::string(e.what()) + " (does the model folder exist?)");
+  }
+  if (raw.size() > kMaxConfigBytes)
+    throw Error(path + ": " + std::to_string(raw.size()) + " bytes, over the " +
+                std::to_string(kMaxConfigBytes) + " a config.json may have");
+  const char *text = reinterpret_cast<const char *>(raw.data());
+  check_json_depth(path, text, raw.size(), 4);
+  const json j = json::parse(text, text + raw.size(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     throw Error(path + ": not a JSON object");
   Config c;
@@ -95,7 +107,7 @@ Config Config::from_json_file(const std::string &path) {
   get_int("mixtures", c.mixtures);
   const std::string act = get_str("activation");
   if (act != "relu" && act != "gelu")
-    throw Error(path + ": activation \"" + act + "\" is not supported (relu or gelu)");
+    throw Error(path + ": activation \"" + short_text(act) + "\" is not supported (relu or gelu)");
   c.activation = act == "relu" ? Act::Relu : Act::Gelu;
   c.attention = get_str("attention");
   c.validate(path);

@@ -1,8 +1,12 @@
 // Reading whole files, and writing them so that an output is either complete or not there.
+#include <atomic>
 #include <cerrno>
+#include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,7 +51,55 @@ mode_t process_umask() {
   return mask;
 }
 
+// The temporaries being written, for the signal handler: a fixed table, each slot's path written
+// before its state says so, read by the handler with async-signal-safe calls only.
+constexpr int kSlots = 64;
+struct Slot {
+  std::atomic<int> state{0}; // 0 free, 1 being filled, 2 holds a temporary
+  char path[PATH_MAX];
+};
+Slot slots[kSlots];
+
+int remember(const std::string &tmp) {
+  if (tmp.size() >= PATH_MAX)
+    return -1;
+  for (int i = 0; i < kSlots; ++i) {
+    int expected = 0;
+    if (slots[i].state.compare_exchange_strong(expected, 1)) {
+      std::memcpy(slots[i].path, tmp.c_str(), tmp.size() + 1);
+      slots[i].state = 2;
+      return i;
+    }
+  }
+  return -1; // more than 64 writes at once: this one is not cleaned on a signal
+}
+
+void forget(int slot) {
+  if (slot >= 0)
+    slots[slot].state = 0;
+}
+
+extern "C" void remove_temporaries_and_die(int sig) {
+  for (Slot &s : slots)
+    if (s.state.load() == 2)
+      ::unlink(s.path);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
 } // namespace
+
+void remove_temporaries_on_signals() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN)
+      continue; // ignored by whoever started us (nohup, a background job): stays ignored
+    struct sigaction sa {};
+    sa.sa_handler = remove_temporaries_and_die;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
 
 std::vector<uint8_t> read_file(const std::string &path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -82,13 +134,25 @@ void write_file_atomic(const std::string &path, const void *data, size_t size) {
   // A new name in the target's folder, created exclusively (O_EXCL through mkstemp): a planted
   // link is never followed and two runs writing the same output never share a temporary.
   std::string tmp = folder_of(path) + "/." + name_of(path) + ".tmp-XXXXXX";
+  // The temporary is created and registered for the signal handler with the signals held back:
+  // one arriving in between would leave it behind.
+  sigset_t signals, before;
+  sigemptyset(&signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    sigaddset(&signals, sig);
+  ::pthread_sigmask(SIG_BLOCK, &signals, &before);
   const int fd = ::mkstemp(tmp.data());
+  const int mkstemp_errno = errno;
+  const int slot = fd < 0 ? -1 : remember(tmp);
+  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  errno = mkstemp_errno;
   if (fd < 0)
     throw Error(os_error(path, "cannot write"));
   auto fail = [&](const char *what) {
     const std::string e = os_error(path, what);
     ::close(fd);
     ::unlink(tmp.c_str());
+    forget(slot);
     throw Error(e);
   };
   ::fchmod(fd, 0666 & ~process_umask()); // mkstemp makes 0600; an output is an ordinary file
@@ -109,13 +173,16 @@ void write_file_atomic(const std::string &path, const void *data, size_t size) {
   if (::close(fd) != 0) {
     const std::string e = os_error(path, "cannot write (close)");
     ::unlink(tmp.c_str());
+    forget(slot);
     throw Error(e);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string e = os_error(path, "cannot write");
+  const bool renamed = ::rename(tmp.c_str(), path.c_str()) == 0;
+  const std::string e = renamed ? "" : os_error(path, "cannot write");
+  if (!renamed)
     ::unlink(tmp.c_str());
+  forget(slot);
+  if (!renamed)
     throw Error(e);
-  }
 }
 
 void write_file_atomic(const std::string &path, const std::string &text) {

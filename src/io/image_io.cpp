@@ -93,7 +93,7 @@ int grid_columns(int64_t count) {
   return cols;
 }
 
-void check_grid(int64_t count, int height, int width, int channels, int cols, int pad) {
+int64_t check_grid(int64_t count, int height, int width, int channels, int cols, int pad) {
   if (count > kMaxGridImages)
     throw Error("a grid of " + std::to_string(count) + " images is over the " +
                 std::to_string(kMaxGridImages) + " a grid holds: write one PNG per image " +
@@ -107,6 +107,7 @@ void check_grid(int64_t count, int height, int width, int channels, int cols, in
                 "x" + std::to_string(width) + " is " + std::to_string(bytes / 1000000) +
                 " MB, over the " + std::to_string(kMaxGridBytes / 1000000) +
                 " MB a grid PNG holds: write one PNG per image (--out-dir) instead");
+  return bytes;
 }
 
 ImageSet make_grid(const ImageSet &in, int cols, int pad, uint8_t pad_value) {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "json_limits.h"
 #include "tarnn/error.h"
 
 namespace tarnn {
@@ -16,7 +17,10 @@ using nlohmann::json;
 
 namespace {
 
-constexpr uint64_t kMaxHeader = 100u << 20; // safetensors' own limit
+constexpr uint64_t kMaxHeader = 100u << 20;          // safetensors' own limit
+constexpr uint64_t kMaxElements = uint64_t(1) << 40; // far above any model, far below overflow
+// A safetensors header nests 3 deep ({name: {"shape": [...]}}); metadata may add a little.
+constexpr int kMaxDepth = 8;
 
 int dtype_size(DType d) { return d == DType::F32 ? 4 : 2; }
 
@@ -32,7 +36,7 @@ uint64_t read_le64(const unsigned char *p) {
 int64_t TensorInfo::elements() const {
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    n *= d; // the header check bounded the product (kMaxElements)
   return n;
 }
 
@@ -99,6 +103,7 @@ SafeTensors::SafeTensors(const std::string &path) : path_(path) {
       throw Error(path + ": header length " + std::to_string(n) + " runs past the end of the " +
                   std::to_string(size_) + "-byte file (truncated?)");
     const char *text = reinterpret_cast<const char *>(bytes + 8);
+    check_json_depth(path + ": header", text, size_t(n), kMaxDepth);
     const json header = json::parse(text, text + n, nullptr, /*allow_exceptions=*/false);
     if (header.is_discarded())
       throw Error(path + ": header is not valid JSON");
@@ -111,7 +116,7 @@ SafeTensors::SafeTensors(const std::string &path) : path_(path) {
     for (const auto &[name, info] : header.items()) {
       if (name == "__metadata__")
         continue;
-      const std::string where = path + ": tensor " + name + ": ";
+      const std::string where = path + ": tensor " + short_text(name) + ": ";
       if (!info.is_object())
         throw Error(where + "entry is not an object");
       if (!info.contains("dtype") || !info["dtype"].is_string())
@@ -125,18 +130,20 @@ SafeTensors::SafeTensors(const std::string &path) : path_(path) {
       else if (ds == "BF16")
         dtype = DType::BF16;
       else
-        throw Error(where + "dtype " + ds + " is not supported (F32, F16 or BF16)");
+        throw Error(where + "dtype " + short_text(ds) + " is not supported (F32, F16 or BF16)");
       if (!info.contains("shape") || !info["shape"].is_array() || info["shape"].size() > 8)
         throw Error(where + "shape is not an array of at most 8 sizes");
       std::vector<int64_t> shape;
       uint64_t elements = 1;
       for (const auto &d : info["shape"]) {
         if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t(1) << 32))
-          throw Error(where + "shape holds " + d.dump() + ", not a size");
-        shape.push_back(int64_t(d.get<uint64_t>()));
-        elements *= d.get<uint64_t>();
-        if (elements > (uint64_t(1) << 40))
-          throw Error(where + "shape is absurdly large");
+          throw Error(where + "shape holds " + short_json(d) + ", not a size");
+        const uint64_t size = d.get<uint64_t>();
+        shape.push_back(int64_t(size));
+        // checked before multiplying: [2^32, 2^32] must not wrap to 0 and pass as empty
+        if (size != 0 && elements > kMaxElements / size)
+          throw Error(where + "shape " + short_json(info["shape"]) + " is absurdly large");
+        elements *= size;
       }
       const auto &off = info.contains("data_offsets") ? info["data_offsets"] : json();
       if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
@@ -149,7 +156,7 @@ SafeTensors::SafeTensors(const std::string &path) : path_(path) {
       if (e > data_size)
         throw Error(where + "data_offsets end " + std::to_string(e) + " is past the " +
                     std::to_string(data_size) + " bytes of data (truncated file?)");
-      if (e - b != elements * dtype_size(dtype))
+      if (e - b != elements * dtype_size(dtype)) // elements <= 2^40: no overflow
         throw Error(where + "data_offsets span " + std::to_string(e - b) + " bytes, shape and " +
                     ds + " need " + std::to_string(elements * dtype_size(dtype)));
       tensors_[name] = TensorInfo{dtype, shape, data + b, int64_t(e - b)};
@@ -161,8 +168,8 @@ SafeTensors::SafeTensors(const std::string &path) : path_(path) {
     for (size_t i = 1; i < spans.size(); ++i) {
       const auto &prev = spans[i - 1];
       if (spans[i].first < ends[prev.second])
-        throw Error(path + ": tensors " + prev.second + " and " + spans[i].second +
-                    " overlap in the data");
+        throw Error(path + ": tensors " + short_text(prev.second) + " and " +
+                    short_text(spans[i].second) + " overlap in the data");
     }
   } catch (...) {
     ::munmap(map_, size_);
@@ -179,6 +186,8 @@ SafeTensors::~SafeTensors() {
 std::vector<float> SafeTensors::to_float(const std::string &name) const {
   const TensorInfo &t = tensors_.at(name);
   std::vector<float> out(size_t(t.elements()));
+  if (out.empty()) // no memcpy to or from a null pointer
+    return out;
   if (t.dtype == DType::F32) {
     std::memcpy(out.data(), t.data, out.size() * 4); // the data need not be 4-byte aligned
     return out;

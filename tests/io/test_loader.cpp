@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "src/io/safetensors.h"
 #include "tarnn/error.h"
 #include "tarnn/model.h"
 #include "test_util.h"
@@ -225,4 +226,77 @@ TEST(Loader, CorruptedFilesNeverCrash) {
     }
   }
   EXPECT_GT(errors, 250); // most corruptions are caught; none crashed to get here
+}
+
+// Issue 12, defect 4: a header nesting a million levels deep crashed (a recursive dump for the
+// error message overflowed the stack); at smaller depths the "one-line" error was 20 KB.
+TEST(Loader, DeeplyNestedHeaderIsAShortError) {
+  TempDir dir;
+  for (int depth : {20, 1'000'000}) {
+    const std::string head =
+        "{\"x\": " + std::string(size_t(depth), '[') + std::string(size_t(depth), ']') + "}";
+    const std::string e = load_error(folder(dir, StFile().bytes(head)));
+    EXPECT_NE(e.find("JSON nests deeper than 8 levels"), std::string::npos) << e.substr(0, 200);
+    EXPECT_LT(e.size(), 200u);
+  }
+  // a nested shape within the depth limit: quoted by its size, not dumped
+  StFile st;
+  st.header["predictor.bias"]["shape"] = json::parse("[[[[1, 2], [3]]]]");
+  const std::string e = load_error(folder(dir, st.bytes()));
+  EXPECT_NE(e.find("shape holds an array of"), std::string::npos) << e;
+  EXPECT_LT(e.size(), 200u);
+}
+
+// Quoted names and strings are cut, whatever the file holds.
+TEST(Loader, LongNamesInMessagesAreCut) {
+  TempDir dir;
+  StFile st;
+  const std::string name(20000, 'n');
+  st.header[name] = st.header["predictor.bias"];
+  st.header[name]["dtype"] = std::string(20000, 'D');
+  const std::string e = load_error(folder(dir, st.bytes()));
+  EXPECT_NE(e.find("is not supported"), std::string::npos) << e.substr(0, 200);
+  EXPECT_LT(e.size(), 300u);
+}
+
+// Issue 12, defect 10: [2^32, 2^32] is 2^64 elements, which wrapped to 0 and passed with 0 bytes.
+TEST(Loader, ElementCountsCannotWrap) {
+  TempDir dir;
+  StFile st;
+  st.header["predictor.bias"]["shape"] = json::array({4294967296ULL, 4294967296ULL});
+  st.header["predictor.bias"]["data_offsets"] = json::array({0, 0});
+  EXPECT_LOAD_ERROR(folder(dir, st.bytes()), "is absurdly large");
+  st.header["predictor.bias"]["shape"] = json::array({65536, 65536, 65536, 65536});
+  EXPECT_LOAD_ERROR(folder(dir, st.bytes()), "is absurdly large");
+}
+
+// An empty tensor reads as an empty vector (no memcpy from a null pointer: UBSan would say so).
+TEST(Loader, EmptyTensorReadsEmpty) {
+  TempDir dir;
+  StFile st;
+  st.header["empty"] =
+      json{{"dtype", "F32"}, {"shape", json::array({0, 4})}, {"data_offsets", json::array({0, 0})}};
+  EXPECT_LOAD_ERROR(folder(dir, st.bytes()), "unexpected tensor empty");
+  const SafeTensors file(dir / "model.safetensors");
+  EXPECT_TRUE(file.to_float("empty").empty());
+}
+
+// config.json: bounded in size and depth before parsing, its strings quoted short.
+TEST(Loader, HostileConfig) {
+  TempDir dir;
+  folder(dir, StFile().bytes());
+  write_file(dir / "config.json", std::vector<char>(2 << 20, ' '));
+  EXPECT_LOAD_ERROR(dir.path.string(), "a config.json may have");
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  write_file(dir / "config.json", std::vector<char>(deep.begin(), deep.end()));
+  EXPECT_LOAD_ERROR(dir.path.string(), "JSON nests deeper than");
+  json c = json::parse(read_file(small_golden() + "/config.json"));
+  c["activation"] = std::string(5000, 'x');
+  const std::string text = c.dump();
+  write_file(dir / "config.json", std::vector<char>(text.begin(), text.end()));
+  EXPECT_LT(load_error(dir.path.string()).size(), 200u);
+  TempDir other; // a folder where the weights file should be
+  std::filesystem::copy_file(small_golden() + "/config.json", other / "config.json");
+  std::filesystem::create_directory(other / "model.safetensors");
+  EXPECT_LOAD_ERROR(other.path.string(), "model.safetensors: not a regular file");
 }
