@@ -13,10 +13,11 @@ Accepts
 Every key and shape is checked against the config; a missing, extra or misshapen tensor is an
 error that names it, and nothing is written.
 
-A .pt/.pth checkpoint is a Python pickle: loading one can run code its author put in it. Export
-only checkpoints you trust (torch >= 2.6 loads with weights_only by default and refuses code;
-Debian's torch 1.13 cannot, since its weights-only loader rejects the floats every optimizer
-state holds). The engine itself never reads pickles: model.safetensors is plain data.
+A .pt/.pth checkpoint is a Python pickle, and a pickle can run code its author put in it. This
+tool reads with torch's weights-only loader, which runs none: train.py's checkpoints load so.
+Files it refuses (the paper's, whose optimizer state holds floats that torch 1.13's weights-only
+loader rejects; train.py's before 2026-11-22) need --trust-pickle: give it only for files you
+trust. The engine itself never reads pickles: model.safetensors is plain data.
 """
 
 import argparse
@@ -34,11 +35,16 @@ def fail(msg):
     sys.exit(f"export: {msg}")
 
 
-def load_checkpoint(path):
+def load_checkpoint(path, trust_pickle):
     try:
-        ckpt = torch.load(path, map_location="cpu")
+        ckpt = tm.load_pt(path, trust_pickle)
+    except (OSError, PermissionError) as e:
+        fail(str(e))
     except Exception as e:  # torch raises many kinds; all mean the same to the user
         fail(f"{path}: cannot load as a PyTorch checkpoint: {e}")
+    if isinstance(ckpt, dict) and isinstance(ckpt.get("meta"), str):  # train.py's floats
+        ckpt = dict(ckpt, **{k: v for k, v in json.loads(ckpt["meta"]).items()
+                             if k in ("ema_decay", "history")})
     if isinstance(ckpt, dict) and "model_state" in ckpt:
         return ckpt["model_state"], ckpt.get("config"), ckpt
     if isinstance(ckpt, dict) and all(isinstance(v, torch.Tensor) for v in ckpt.values()):
@@ -70,9 +76,12 @@ def main():
     ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
     ap.add_argument("--ema", action="store_true",
                     help="export train.py's averaged weights (its --ema) instead of the last ones")
+    ap.add_argument("--trust-pickle", action="store_true",
+                    help="load a checkpoint that is a full pickle (the paper's, or train.py's "
+                         "before 2026-11-22): it can run code, so only a file you trust")
     args = ap.parse_args()
 
-    state, cfg, ckpt = load_checkpoint(args.checkpoint)
+    state, cfg, ckpt = load_checkpoint(args.checkpoint, args.trust_pickle)
     if args.ema:
         if "ema_state" not in ckpt:
             fail(f"{args.checkpoint}: --ema, but the checkpoint holds no averaged weights")

@@ -289,3 +289,25 @@ def load_model_dir(folder):
 def param_count(cfg):
     """Parameters as the paper counts them: the stored positional table included."""
     return sum(t.numel() for t in state_dict_for_export(ImageTransformer(cfg)).values())
+
+
+def load_pt(path, trust_pickle=False):
+    """A .pt/.pth file, read with torch's weights-only loader: tensors, ints, strings, lists and
+    dicts, and no code runs. A .pt is a Python pickle, and a full pickle can run whatever code its
+    author put in it; this loader refuses those (train.py's checkpoints before 2026-11-22, the
+    paper's with their optimizer state: torch 1.13's weights-only loader rejects Python floats)
+    unless trust_pickle is set, and then says so on stderr."""
+    import sys
+    if not os.path.isfile(path):
+        raise OSError(f"{path}: no such file")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch 1.13 raises UnpicklingError or RuntimeError for these
+        if not trust_pickle:
+            raise PermissionError(
+                f"{path} is not a weights-only file: loading it would run its pickle, which can "
+                f"execute code; if you made it or trust its source, pass --trust-pickle "
+                f"({str(e).splitlines()[-1][:80]})") from None
+    print(f"warning: {path}: loading a full pickle (--trust-pickle): it can run code",
+          file=sys.stderr)
+    return torch.load(path, map_location="cpu")

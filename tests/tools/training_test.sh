@@ -56,11 +56,29 @@ check "resume at a higher rate" $PY "$SRC/tools/train.py" --train "$work/train-i
   --ckpt "$work/ckpt-fast.pt" --lr 1e-2 --max-steps 9 --batch 4 --eval-every 1000 --threads 1
 grep -q "easing the learning rate from .* over 300 steps" "$work/out" && pass=$((pass + 1)) ||
   { echo "FAIL: a changed rate was not eased into"; fail=$((fail + 1)); }
+check "checkpoints load with torch's weights-only loader" $PY -c "
+import torch; torch.load('$work/ckpt.pt', weights_only=True)"
+# an older checkpoint: a full pickle (floats in the optimizer), one parameter group
 $PY -c "
-import torch; c = torch.load('$work/ckpt.pt'); g = c['optimizer']['param_groups']
-g[0]['params'] += g[1]['params']; del g[1:]; torch.save(c, '$work/one-group.pt')"
-check "resume a checkpoint whose optimizer has other parameter groups" $PY "$SRC/tools/train.py" --train "$work/train-idx" \
+import json, torch; c = torch.load('$work/ckpt.pt', weights_only=True); m = json.loads(c['meta'])
+g = m['optimizer_groups']; g[0]['params'] += g[1]['params']; del g[1:]
+torch.save({'model_state': c['model_state'], 'optimizer': {'state': c['optimizer_state'], 'param_groups': g},
+            'config': c['config'], 'step': c['step'], 'images_seen': c['images_seen'], 'history': m['history']},
+           '$work/one-group.pt')"
+refuses "an older checkpoint without --trust-pickle" "pass --trust-pickle" $PY "$SRC/tools/train.py" --train "$work/train-idx" \
   --heldout "$work/held-idx" --ckpt "$work/one-group.pt" --max-steps 9 --batch 4 --eval-every 1000 --threads 1
+check "resume a checkpoint whose optimizer has other parameter groups" $PY "$SRC/tools/train.py" --train "$work/train-idx" \
+  --heldout "$work/held-idx" --ckpt "$work/one-group.pt" --max-steps 9 --batch 4 --eval-every 1000 --threads 1 --trust-pickle
+grep -q "warning: .*full pickle" "$work/out" && pass=$((pass + 1)) || { echo "FAIL: no warning for --trust-pickle"; fail=$((fail + 1)); }
+# a hostile pickle: loading it would run code (create a file); both tools refuse it, no code runs
+$PY -c "
+import os, torch
+class Evil:
+    def __reduce__(self): return (os.system, ('touch $work/pwned',))
+torch.save({'model_state': Evil()}, '$work/evil.pt')"
+refuses "train.py refuses a pickle that runs code" "not a weights-only file" $PY "$SRC/tools/train.py" --eval-only --ckpt "$work/evil.pt" --heldout "$work/held-idx"
+refuses "export.py refuses a pickle that runs code" "not a weights-only file" $PY "$SRC/tools/export.py" "$work/evil.pt" --out "$work/m-evil"
+[ -e "$work/pwned" ] && { echo "FAIL: a checkpoint's pickle ran code"; fail=$((fail + 1)); } || pass=$((pass + 1))
 check "export" $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/model"
 refuses "--ema without averaged weights" "holds no averaged weights" $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/m-ema" --ema
 check "train with --ema" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
@@ -99,9 +117,10 @@ grep -q "initialised from" "$work/out" && pass=$((pass + 1)) || { echo "FAIL: --
 
 # the paper's checkpoint layouts: a bare state dict, and {"model_state": ...} without a config
 $PY -c "
-import torch; c = torch.load('$work/ckpt.pt')
+import torch; c = torch.load('$work/ckpt.pt', weights_only=True)
 torch.save(c['model_state'], '$work/bare.pt')
 torch.save({'model_state': c['model_state'], 'epoch': 3}, '$work/paper.pt')
+torch.save({'model_state': c['model_state'], 'epoch': 3, 'optimizer_state': {'lr': 1e-4}}, '$work/paper-opt.pt')
 sd = dict(c['model_state']); del sd['transformer.layers.1.norm2.bias']; torch.save(sd, '$work/missing.pt')
 sd = dict(c['model_state']); sd['predictor.weight'] = sd['predictor.weight'][:, :7]; torch.save(sd, '$work/misshapen.pt')
 sd = dict(c['model_state']); sd['transformer.layers.2.linear1.weight'] = sd['predictor.weight']; torch.save(sd, '$work/extra.pt')
@@ -112,6 +131,8 @@ import sys, torch, tarnn_model as tm
 a, b = (tm.read_safetensors(f'$work/{m}/model.safetensors') for m in ('model', 'm2'))
 sys.exit(not (a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)))"
 check "export the paper's main.py layout" $PY "$SRC/tools/export.py" "$work/paper.pt" --out "$work/m3" --config mnist "${tiny[@]}"
+refuses "the paper's file with optimizer floats, untrusted" "--trust-pickle" $PY "$SRC/tools/export.py" "$work/paper-opt.pt" --out "$work/m3b" --config mnist "${tiny[@]}"
+check "the paper's file with optimizer floats, trusted" $PY "$SRC/tools/export.py" "$work/paper-opt.pt" --out "$work/m3b" --config mnist "${tiny[@]}" --trust-pickle
 refuses "no config given" "holds no config" $PY "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m4"
 refuses "missing tensor" "missing tensor transformer.layers.1.norm2.bias" $PY "$SRC/tools/export.py" "$work/missing.pt" --out "$work/m5" --config mnist "${tiny[@]}"
 refuses "misshapen tensor" "tensor predictor.weight has shape [6, 7], the config wants [6, 8]" $PY "$SRC/tools/export.py" "$work/misshapen.pt" --out "$work/m6" --config mnist "${tiny[@]}"
