@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing (Debian packages), builds, then runs the job named by $1:
 #   tools/setup.sh sample   64 digits from the shipped model -> samples.png
-#   tools/setup.sh test     every test: the release build's suite, then the same suite built
-#                           with AddressSanitizer and UndefinedBehaviorSanitizer (what .ci/run calls)
+#   tools/setup.sh test     every test: the release build's suite, then the same suite built by
+#                           clang with AddressSanitizer and UndefinedBehaviorSanitizer, with the
+#                           parsers fuzzed 20 s each (what .ci/run calls; tools/fuzz.sh: longer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 job=${1:-}
@@ -14,7 +15,7 @@ esac
 # Debian's python3-torch is the PyTorch reference's; it lives under /usr/bin/python3, not the
 # python3 that may come first on PATH.
 packages=(cmake g++ make nlohmann-json3-dev libstb-dev libcli11-dev libgtest-dev binutils)
-[ "$job" = test ] && packages+=(python3-torch python3-numpy python3-matplotlib)
+[ "$job" = test ] && packages+=(python3-torch python3-numpy python3-matplotlib clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -38,9 +39,11 @@ fi
 
 ctest --test-dir build --output-on-failure -j"$jobs"
 
-# The sanitizers: the C++ suites and the command end to end (the pure-Python tests and the install
-# check gain nothing from them and are left to the release pass).
-cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTARNN_SANITIZE=ON -DTARNN_CUDA=OFF
+# The sanitizers, with clang so that the same build holds the libFuzzer harnesses: the C++ suites,
+# the command end to end and the fuzzers (the pure-Python tests and the install check gain nothing
+# from them and are left to the release pass).
+cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_C_COMPILER=clang -DTARNN_FUZZ=ON -DTARNN_CUDA=OFF
 cmake --build build-sanitize -j"$jobs"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-sanitize --output-on-failure -j"$jobs" -E '^(reference|training|install)$'

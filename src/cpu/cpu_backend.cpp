@@ -99,7 +99,8 @@ public:
     };
     // The calling thread reports progress about 5 times a second until the workers are done; a
     // progress callback that throws (an interrupt) stops them at their next report.
-    for (std::unique_lock<std::mutex> lock(mutex); running > 0;) {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (running > 0) { // `finished` wakes it when a worker ends
       if (progress && !error.failed()) {
         lock.unlock();
         try {
@@ -111,6 +112,7 @@ public:
       }
       finished.wait_for(lock, std::chrono::milliseconds(200));
     }
+    lock.unlock();
     for (auto &w : workers)
       w.join();
     error.rethrow();

@@ -8,6 +8,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "src/io/files.h"
 #include "tarnn/tarnn.h"
 #include "test_util.h"
 
@@ -108,7 +109,7 @@ TEST(AtomicWrite, FailedWriteKeepsTheOldFileAndLeavesNoTemporary) {
   setrlimit(RLIMIT_FSIZE, &old);
   std::signal(SIGXFSZ, SIG_DFL);
   EXPECT_TRUE(contains(e, path + ": cannot write") && contains(e, "too large")) << e;
-  const std::vector<char> now = read_file(path);
+  const std::vector<char> now = tarnn_test::read_file(path);
   EXPECT_EQ(std::string(now.begin(), now.end()), "old contents");
   EXPECT_EQ(temporaries(dir), 0);
 }
@@ -125,13 +126,13 @@ TEST(AtomicWrite, PlantedLinksAreNeverFollowed) {
   write_file(dir / "victim", {'v'});
   std::filesystem::create_symlink(dir / "victim", dir / "out.png.tmp"); // the old fixed name
   write_file_atomic(dir / "out.png", std::string("new"));
-  EXPECT_EQ(read_file(dir / "victim"), std::vector<char>{'v'});
-  EXPECT_EQ(read_file(dir / "out.png"), (std::vector<char>{'n', 'e', 'w'}));
+  EXPECT_EQ(tarnn_test::read_file(dir / "victim"), std::vector<char>{'v'});
+  EXPECT_EQ(tarnn_test::read_file(dir / "out.png"), (std::vector<char>{'n', 'e', 'w'}));
   // an output that is itself a link is replaced by the file, not written through
   std::filesystem::create_symlink(dir / "victim", dir / "linked.png");
   write_file_atomic(dir / "linked.png", std::string("mine"));
   EXPECT_FALSE(std::filesystem::is_symlink(dir / "linked.png"));
-  EXPECT_EQ(read_file(dir / "victim"), std::vector<char>{'v'});
+  EXPECT_EQ(tarnn_test::read_file(dir / "victim"), std::vector<char>{'v'});
 }
 
 TEST(AtomicWrite, ConcurrentWritersOfOnePathEachLandWhole) {
@@ -142,7 +143,7 @@ TEST(AtomicWrite, ConcurrentWritersOfOnePathEachLandWhole) {
     std::thread t2([&] { write_file_atomic(dir / "same.png", b); });
     t1.join();
     t2.join();
-    const std::vector<char> got = read_file(dir / "same.png");
+    const std::vector<char> got = tarnn_test::read_file(dir / "same.png");
     const std::string s(got.begin(), got.end());
     ASSERT_TRUE(s == a || s == b) << "a mix of " << s.size() << " bytes";
   }
@@ -155,4 +156,27 @@ TEST(AtomicWrite, OutputsAreOrdinaryFiles) {
   const auto perms = std::filesystem::status(dir / "f").permissions();
   EXPECT_NE(perms & std::filesystem::perms::owner_read, std::filesystem::perms::none);
   EXPECT_NE(perms & std::filesystem::perms::group_read, std::filesystem::perms::none);
+}
+
+// Found by fuzzing: stb allocated what a chunk's length claimed before reading it (a 2 GB malloc
+// for a 100-byte file) and inflated image data without a bound. Both are refused before stb.
+TEST(Images, LyingPngsAreRefusedBeforeDecoding) {
+  TempDir dir;
+  std::vector<char> png(std::begin(kReservedDeflateBlock), std::end(kReservedDeflateBlock));
+  png[33] = 0x7f; // the IDAT chunk's length: 2 GB
+  write_file(dir / "long.png", png);
+  const std::string e = error_of([&] { read_images(dir / "long.png", Config::mnist()); });
+  EXPECT_TRUE(contains(e, "a chunk runs past the end of the file")) << e;
+  // a 28x28 gray image whose data inflates to 10 MB: a deflate bomb, not an image of its size
+  const std::vector<uint8_t> zeros(10 << 20, 0);
+  std::vector<char> bomb(std::begin(kReservedDeflateBlock), std::begin(kReservedDeflateBlock) + 33);
+  const std::vector<uint8_t> z = encode_png(4096, 2560, 1, zeros.data()); // a PNG of 10 MB zeros
+  // take its IDAT chunk (after the signature and the 25-byte IHDR)
+  const uint32_t len = uint32_t(z[33]) << 24 | uint32_t(z[34]) << 16 | uint32_t(z[35]) << 8 | z[36];
+  bomb.insert(bomb.end(), z.begin() + 33, z.begin() + 33 + 12 + len);
+  const char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', char(0xae), 0x42, 0x60, char(0x82)};
+  bomb.insert(bomb.end(), iend, iend + 12);
+  write_file(dir / "bomb.png", bomb);
+  const std::string b = error_of([&] { read_images(dir / "bomb.png", Config::mnist()); });
+  EXPECT_TRUE(contains(b, "corrupt, or larger than an image of its size")) << b;
 }
