@@ -32,12 +32,15 @@ void check_golden(const std::string &dir, double param_tol, double bpd_tol, bool
   const CpuWeights w(m);
   const ImageSet in = read_images(dir + "/inputs-idx-ubyte", c);
   const auto expected = nlohmann::json::parse(read_file(dir + "/expected.json"));
-  const int n = int(in.count), T = c.bytes_per_image(), K3 = c.d_out();
+  const int n = int(in.count), K3 = c.d_out();
+  const int limit = positions_unless_sanitized(100);
+  const int T = c.bytes_per_image();                           // the images' stride
+  const int last = limit < 0 ? T - 1 : std::min(T - 1, limit); // positions checked
   Decoder<CpuOps> dec(c, w.view(), n, true, reference);
   std::vector<uint8_t> cur(n);
   std::vector<float> o(size_t(n) * K3);
   double worst = 0;
-  for (int t = 0; t + 1 < T; ++t) {
+  for (int t = 0; t < last; ++t) {
     for (int r = 0; r < n; ++r)
       cur[r] = in.bytes[size_t(r) * T + t];
     dec.step(t, cur.data(), o.data());
@@ -47,6 +50,10 @@ void check_golden(const std::string &dir, double param_tol, double bpd_tol, bool
         worst = std::max(worst, std::fabs(o[size_t(r) * K3 + j] - want));
         ASSERT_NEAR(o[size_t(r) * K3 + j], want, param_tol) << "image " << r << " t " << t;
       }
+  }
+  if (last < T - 1) { // the sanitizers' pass: the positions above, not the rollout
+    std::printf("%s: %d positions checked (sanitizers)\n", dir.c_str(), last);
+    return;
   }
   std::vector<double> lp(n);
   std::vector<uint8_t> out(in.bytes.size());
@@ -65,10 +72,19 @@ void check_golden(const std::string &dir, double param_tol, double bpd_tol, bool
               T - 1);
 }
 
+// The images of a run; under the sanitizers, their first 100 positions (the rest stay 0).
 std::vector<uint8_t> sample(const Model &m, int64_t count, uint64_t seed, int batch, int threads,
                             int64_t first = 0, bool reference = false) {
   Engine engine(m, run_options(batch, threads, reference));
-  return sample_images(engine, count, seed, first).bytes;
+  std::vector<uint8_t> out(size_t(count) * m.config.bytes_per_image());
+  Rollout job;
+  job.count = count;
+  job.seed = seed;
+  job.first_index = first;
+  job.out = out.data();
+  job.positions = positions_unless_sanitized(100);
+  engine.run(job);
+  return out;
 }
 
 const Model &mnist_random() {

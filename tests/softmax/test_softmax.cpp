@@ -31,11 +31,14 @@ void check_golden(const std::string &dir, const Model &m, Step step, double tol)
   const Config &c = m.config;
   const ImageSet in = read_images(dir + "/inputs-idx-ubyte", c);
   const auto expected = nlohmann::json::parse(read_file(dir + "/expected.json"));
-  const int n = int(in.count), T = c.bytes_per_image(), K3 = c.d_out();
+  const int n = int(in.count), K3 = c.d_out();
+  const int limit = positions_unless_sanitized(100);           // all 783 in the release pass
+  const int T = c.bytes_per_image();                           // the images' stride
+  const int last = limit < 0 ? T - 1 : std::min(T - 1, limit); // positions checked
   std::vector<float> o(size_t(n) * K3);
   std::vector<double> lp(n, 0.0);
   double worst = 0;
-  for (int t = 0; t + 1 < T; ++t) {
+  for (int t = 0; t < last; ++t) {
     step(t, in.bytes.data(), o.data());
     for (int r = 0; r < n; ++r) {
       for (int j = 0; j < K3; ++j) {
@@ -46,7 +49,7 @@ void check_golden(const std::string &dir, const Model &m, Step step, double tol)
       lp[r] += mixture_log_prob(&o[size_t(r) * K3], c.mixtures, in.bytes[size_t(r) * T + t + 1]);
     }
   }
-  for (int r = 0; r < n; ++r)
+  for (int r = 0; r < n && last == T - 1; ++r)
     EXPECT_NEAR(-lp[r] / (c.positions() * std::log(2.0)), expected["bits_per_dim"][r].get<double>(),
                 1e-5)
         << "image " << r;
