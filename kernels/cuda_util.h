@@ -15,7 +15,7 @@ namespace tarnn {
 inline void cuda_check(cudaError_t e, const char *call) {
   if (e != cudaSuccess) {
     cudaGetLastError(); // clear a non-sticky error so the next call does not report it again
-    throw Error(std::string(call) + ": " + cudaGetErrorString(e));
+    throw Error(std::string(call) + ": " + cudaGetErrorString(e), Error::Kind::Runtime);
   }
 }
 

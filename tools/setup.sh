@@ -15,7 +15,8 @@ esac
 # Debian's python3-torch is the PyTorch reference's; it lives under /usr/bin/python3, not the
 # python3 that may come first on PATH.
 packages=(cmake g++ make nlohmann-json3-dev libstb-dev libcli11-dev libgtest-dev binutils)
-[ "$job" = test ] && packages+=(python3-torch python3-numpy python3-matplotlib clang libclang-rt-14-dev)
+[ "$job" = test ] && packages+=(python3-torch python3-numpy python3-matplotlib clang libclang-rt-14-dev
+                                pybind11-dev python3-dev python3-pytest)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

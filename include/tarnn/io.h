@@ -24,6 +24,9 @@ struct ImageSet {
 // malformed, and when the images are not the model's height, width and channels (no resizing).
 ImageSet read_images(const std::string &path, const Config &c);
 
+// The same without a model: the images as the file stores them (a PNG's channels, alpha included).
+ImageSet read_images(const std::string &path);
+
 // The one way tarnn writes a file: to a new temporary beside `path`, every write checked, synced,
 // then renamed over `path`. On any failure `path` is as it was, the temporary is gone, and the
 // Error names `path` and the reason.

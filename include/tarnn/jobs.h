@@ -16,8 +16,9 @@ constexpr int64_t kMaxSampleImages = 10'000'000;
 
 // Images first .. first + n - 1 of a run with `seed` (docs/SPEC.md section 3): image i is the same
 // whatever the batch, the threads or the device's batch split.
+// batch: images in memory at once for this job (0: the Engine's).
 ImageSet sample_images(Engine &engine, int64_t n, uint64_t seed, int64_t first = 0,
-                       const Progress &progress = nullptr);
+                       const Progress &progress = nullptr, int64_t batch = 0);
 
 // The host memory of the state of a run of `count` images: for check_memory.
 double state_bytes(const Engine &engine, int64_t count);
@@ -59,7 +60,8 @@ inline int64_t completion_rng_index(int64_t file_index, int samples, int k) {
 
 // The completions, [index.size() * samples] images: completion k of index[i] is image
 // i * samples + k. Known bytes are fed when their turn comes (teacher forcing, also after unknown
-// ones, so any mask works); unknown ones are sampled.
+// ones, so any mask works); unknown ones are sampled. `known` is one mask for every image ([T]) or
+// one per image of `images` ([images.count * T]).
 ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vector<int64_t> &index,
                          const std::vector<uint8_t> &known, int samples, uint64_t seed,
                          const Progress &progress = nullptr);

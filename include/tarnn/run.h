@@ -57,6 +57,7 @@ struct Rollout {
   uint8_t *out = nullptr;         // [count, T] the images (may be `given` itself)
   double *log_prob = nullptr;     // [count] sum of log p(p_{t+1}) over the known p_{t+1}
   int positions = -1;             // stop after this many positions (benchmarks); -1: all L
+  int64_t batch = 0;              // images in memory at once for this job; 0: the Engine's batch
 };
 
 // What a run used and how long it took.

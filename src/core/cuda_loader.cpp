@@ -82,7 +82,7 @@ const CudaPluginApi &plugin() {
   static std::string why;
   std::call_once(once, [] { api = load(why); });
   if (!api)
-    throw Error("--device cuda: the CUDA backend cannot be loaded: " + why);
+    throw Error("--device cuda: the CUDA backend cannot be loaded: " + why, Error::Kind::Runtime);
   return *api;
 }
 

@@ -55,8 +55,9 @@ public:
     const Config &c = model_.config;
     const auto t0 = Clock::now();
     const int threads = int(std::min<int64_t>(options_.threads, std::max<int64_t>(job.count, 1)));
-    // Each thread's share of the batch: the whole batch's state is in memory at once, as before.
-    const int64_t rows = std::max<int64_t>(1, (options_.batch + threads - 1) / threads);
+    // Each thread's share of the batch: the whole batch's state is in memory at once.
+    const int64_t batch = job.batch > 0 ? job.batch : options_.batch;
+    const int64_t rows = std::max<int64_t>(1, (batch + threads - 1) / threads);
     const int steps = rollout_steps(c, job);
     std::vector<std::atomic<int64_t>> done(static_cast<size_t>(threads));
     FirstError error;

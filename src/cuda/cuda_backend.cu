@@ -26,7 +26,7 @@ constexpr size_t kBlasWorkspace = size_t(32)
 
 void blas_check(cublasStatus_t s, const char *call) {
   if (s != CUBLAS_STATUS_SUCCESS)
-    throw Error(std::string(call) + ": " + cublasGetStatusString(s));
+    throw Error(std::string(call) + ": " + cublasGetStatusString(s), Error::Kind::Runtime);
 }
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
@@ -45,10 +45,11 @@ int require_device() {
                                        std::to_string(CUDART_VERSION % 1000 / 10) + "; "
                                  : "";
     throw Error(std::string("no CUDA device: cudaGetDeviceCount: ") + cudaGetErrorString(e) + " (" +
-                hint + "use --device cpu)");
+                    hint + "use --device cpu)",
+                Error::Kind::Runtime);
   }
   if (count == 0)
-    throw Error("no CUDA device: none found (use --device cpu)");
+    throw Error("no CUDA device: none found (use --device cpu)", Error::Kind::Runtime);
   int dev = 0;
   cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
   int major = 0;
@@ -139,7 +140,8 @@ struct DeviceBlock {
     const cudaError_t e = cudaMalloc(&p, std::max<size_t>(n, 1));
     if (e != cudaSuccess) {
       cudaGetLastError();
-      throw Error("cudaMalloc (" + what + ", " + mb(double(n)) + "): " + cudaGetErrorString(e));
+      throw Error("cudaMalloc (" + what + ", " + mb(double(n)) + "): " + cudaGetErrorString(e),
+                  Error::Kind::Runtime);
     }
   }
   ~DeviceBlock() { cudaFree(p); }
@@ -348,7 +350,8 @@ public:
   RunInfo run(const Rollout &job, const Progress &progress) override {
     const Config &c = model_.config;
     const auto t0 = std::chrono::steady_clock::now();
-    const int batch = plan_batch(c, options_.batch, job.count, free_memory(), gpu_.name);
+    const int batch = plan_batch(c, job.batch > 0 ? job.batch : options_.batch, job.count,
+                                 free_memory(), gpu_.name);
     DeviceBatch mem(c, batch);
     GpuOps ops(gpu_, c, weights_.view, mem.b, options_.graph);
     RunInfo info;

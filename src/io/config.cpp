@@ -69,7 +69,7 @@ Config Config::from_json_file(const std::string &path) {
   try {
     raw = read_file(path);
   } catch (const Error &e) {
-    throw Error(std::string(e.what()) + " (does the model folder exist?)");
+    throw Error(std::string(e.what()) + " (does the model folder exist?)", e.kind());
   }
   if (raw.size() > kMaxConfigBytes)
     throw Error(path + ": " + std::to_string(raw.size()) + " bytes, over the " +

@@ -104,11 +104,12 @@ void remove_temporaries_on_signals() {
 std::vector<uint8_t> read_file(const std::string &path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    throw Error(os_error(path, "cannot open"));
+    throw Error(os_error(path, "cannot open"), Error::Kind::File);
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw Error(path + ": " + (S_ISDIR(st.st_mode) ? "is a folder, not a file" : "not a file"));
+    throw Error(path + ": " + (S_ISDIR(st.st_mode) ? "is a folder, not a file" : "not a file"),
+                Error::Kind::File);
   }
   std::vector<uint8_t> data(size_t(st.st_size));
   size_t at = 0;
@@ -120,7 +121,7 @@ std::vector<uint8_t> read_file(const std::string &path) {
       const std::string e =
           n < 0 ? os_error(path, "cannot read") : path + ": shorter than its size";
       ::close(fd);
-      throw Error(e);
+      throw Error(e, Error::Kind::File);
     }
     at += size_t(n);
   }
@@ -147,13 +148,13 @@ void write_file_atomic(const std::string &path, const void *data, size_t size) {
   ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
   errno = mkstemp_errno;
   if (fd < 0)
-    throw Error(os_error(path, "cannot write"));
+    throw Error(os_error(path, "cannot write"), Error::Kind::File);
   auto fail = [&](const char *what) {
     const std::string e = os_error(path, what);
     ::close(fd);
     ::unlink(tmp.c_str());
     forget(slot);
-    throw Error(e);
+    throw Error(e, Error::Kind::File);
   };
   ::fchmod(fd, 0666 & ~process_umask()); // mkstemp makes 0600; an output is an ordinary file
   const auto *p = static_cast<const char *>(data);
@@ -174,7 +175,7 @@ void write_file_atomic(const std::string &path, const void *data, size_t size) {
     const std::string e = os_error(path, "cannot write (close)");
     ::unlink(tmp.c_str());
     forget(slot);
-    throw Error(e);
+    throw Error(e, Error::Kind::File);
   }
   const bool renamed = ::rename(tmp.c_str(), path.c_str()) == 0;
   const std::string e = renamed ? "" : os_error(path, "cannot write");
@@ -182,7 +183,7 @@ void write_file_atomic(const std::string &path, const void *data, size_t size) {
     ::unlink(tmp.c_str());
   forget(slot);
   if (!renamed)
-    throw Error(e);
+    throw Error(e, Error::Kind::File);
 }
 
 void write_file_atomic(const std::string &path, const std::string &text) {

@@ -51,25 +51,29 @@ ImageSet read_idx(const std::string &path, const std::vector<uint8_t> &raw) {
   return s;
 }
 
-ImageSet read_png(const std::string &path, const std::vector<uint8_t> &raw, const Config &c) {
+// `c` null: the PNG's channels as stored.
+ImageSet read_png(const std::string &path, const std::vector<uint8_t> &raw, const Config *c) {
   const Png info = png_info(path, raw);
+  if (!c) {
+    ImageSet s{1, info.height, info.width, info.channels, {}};
+    s.bytes = decode_png(path, raw, info.channels).pixels;
+    return s;
+  }
   // The model's channels when the PNG stores exactly those (tarnn's own outputs, 1 to 4 channels),
   // else its colour without alpha; a gray image for an RGB model, or RGB for a gray one, is an
   // error.
-  const int colour = info.channels == c.channels ? c.channels : info.channels >= 3 ? 3 : 1;
-  if (colour != c.channels)
+  const int colour = info.channels == c->channels ? c->channels : info.channels >= 3 ? 3 : 1;
+  if (colour != c->channels)
     throw Error(path + ": PNG has " + std::to_string(colour) +
                 (colour == 1 ? " channel" : " channels") + ", the model wants " +
-                std::to_string(c.channels));
+                std::to_string(c->channels));
   ImageSet s{1, info.height, info.width, colour, {}};
-  check_fits(path, s, c);
+  check_fits(path, s, *c);
   s.bytes = decode_png(path, raw, colour).pixels;
   return s;
 }
 
-} // namespace
-
-ImageSet read_images(const std::string &path, const Config &c) {
+ImageSet read_any(const std::string &path, const Config *c) {
   const std::vector<uint8_t> raw = read_file(path);
   static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   ImageSet s;
@@ -80,11 +84,18 @@ ImageSet read_images(const std::string &path, const Config &c) {
   else
     throw Error(path + ": neither a PNG nor an IDX file (" + std::to_string(raw.size()) +
                 " bytes)");
-  check_fits(path, s, c);
+  if (c)
+    check_fits(path, s, *c);
   if (s.count == 0)
     throw Error(path + ": holds no images");
   return s;
 }
+
+} // namespace
+
+ImageSet read_images(const std::string &path, const Config &c) { return read_any(path, &c); }
+
+ImageSet read_images(const std::string &path) { return read_any(path, nullptr); }
 
 int grid_columns(int64_t count) {
   int cols = int(std::ceil(std::sqrt(double(std::max<int64_t>(count, 1)))));

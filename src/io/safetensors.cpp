@@ -76,11 +76,11 @@ float bf16_to_float(uint16_t h) {
 SafeTensors::SafeTensors(const std::string &path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    throw Error(path + ": cannot open: " + std::strerror(errno));
+    throw Error(path + ": cannot open: " + std::strerror(errno), Error::Kind::File);
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw Error(path + ": not a regular file");
+    throw Error(path + ": not a regular file", Error::Kind::File);
   }
   size_ = size_t(st.st_size);
   if (size_ < 8) {
@@ -92,7 +92,7 @@ SafeTensors::SafeTensors(const std::string &path) : path_(path) {
   ::close(fd);
   if (map_ == MAP_FAILED) {
     map_ = nullptr;
-    throw Error(path + ": cannot map: " + std::strerror(errno));
+    throw Error(path + ": cannot map: " + std::strerror(errno), Error::Kind::File);
   }
   try {
     const auto *bytes = static_cast<const unsigned char *>(map_);

@@ -59,8 +59,11 @@ ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vect
     throw Error("the images are not the model's size");
   const size_t T = images.bytes_per_image();
   const int64_t n = int64_t(index.size()), K = samples;
-  if (known.size() != T)
-    throw Error("mask has " + std::to_string(known.size()) + " bytes, images " + std::to_string(T));
+  const bool per_image = known.size() == size_t(images.count) * T && images.count > 1;
+  if (known.size() != T && !per_image)
+    throw Error("the mask has " + std::to_string(known.size()) + " bytes; one image has " +
+                std::to_string(T) + " and all " + std::to_string(images.count) + " have " +
+                std::to_string(size_t(images.count) * T));
   if (samples < 1 || samples > kMaxSamples)
     throw Error("--samples must be in [1, " + std::to_string(kMaxSamples) + "] (got " +
                 std::to_string(samples) + ")");
@@ -76,7 +79,7 @@ ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vect
   std::vector<uint8_t> given(size_t(n * K) * T), mask(size_t(n * K) * T);
   for (int64_t r = 0; r < n * K; ++r) {
     std::memcpy(&given[r * T], &images.bytes[size_t(index[r / K]) * T], T);
-    std::memcpy(&mask[r * T], known.data(), T);
+    std::memcpy(&mask[r * T], known.data() + (per_image ? size_t(index[r / K]) * T : 0), T);
   }
   ImageSet out{n * K, images.height, images.width, images.channels, {}};
   out.bytes.resize(given.size());
@@ -134,7 +137,7 @@ ImageSet completion_grid(const ImageSet &images, const std::vector<int64_t> &ind
   };
   for (int i = 0; i < n; ++i) {
     const uint8_t *original = &images.bytes[size_t(index[i]) * T];
-    draw(i, 0, original, known.data());
+    draw(i, 0, original, known.data() + (known.size() == T ? 0 : size_t(index[i]) * T));
     for (int k = 0; k < samples; ++k)
       draw(i, 1 + k, &completions.bytes[(size_t(i) * samples + k) * T], nullptr);
     draw(i, cols - 1, original, nullptr);

@@ -14,7 +14,7 @@ double state_bytes(const Engine &engine, int64_t count) {
 }
 
 ImageSet sample_images(Engine &engine, int64_t n, uint64_t seed, int64_t first,
-                       const Progress &progress) {
+                       const Progress &progress, int64_t batch) {
   if (n < 1 || n > kMaxSampleImages)
     throw Error("-n must be in [1, " + std::to_string(kMaxSampleImages) + "] (got " +
                 std::to_string(n) + ")");
@@ -31,6 +31,7 @@ ImageSet sample_images(Engine &engine, int64_t n, uint64_t seed, int64_t first,
   job.seed = seed;
   job.first_index = first;
   job.out = images.bytes.data();
+  job.batch = batch;
   engine.run(job, progress);
   return images;
 }

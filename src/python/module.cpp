@@ -1,0 +1,306 @@
+// import tarnn: the library in Python, numpy arrays in and out (docs/PYTHON.md). A thin layer over
+// include/tarnn, as the command is: arguments checked, the GIL released while the engine runs,
+// Ctrl-C checked between steps, and the library's errors as Python's exceptions.
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "tarnn/tarnn.h"
+
+namespace py = pybind11;
+using namespace tarnn;
+
+namespace {
+
+struct Interrupted {}; // Ctrl-C seen between steps: thrown through the engine, which stops
+
+// ValueError for bad arguments and contents, OSError for files, RuntimeError for the machine.
+void translate(std::exception_ptr p) {
+  try {
+    if (p)
+      std::rethrow_exception(p);
+  } catch (const Error &e) {
+    PyObject *type = e.kind() == Error::Kind::File      ? PyExc_OSError
+                     : e.kind() == Error::Kind::Runtime ? PyExc_RuntimeError
+                                                        : PyExc_ValueError;
+    PyErr_SetString(type, e.what());
+  } catch (const Interrupted &) {
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+  }
+}
+
+[[noreturn]] void bad(const std::string &what) { throw Error(what); }
+
+// A uint8 array (any strides: copied to C order when it is not), or ValueError.
+py::array_t<uint8_t, py::array::c_style> bytes_of(const py::array &a, const char *name) {
+  if (!a.dtype().is(py::dtype::of<uint8_t>()))
+    bad(std::string(name) + " must be a uint8 array, not " + std::string(py::str(a.dtype())));
+  return py::array_t<uint8_t, py::array::c_style>::ensure(a);
+}
+
+// The model's images from a (n, H, W) or (n, H, W, C) array.
+ImageSet images_of(const py::array &a, const Config &c, const char *name) {
+  const auto arr = bytes_of(a, name);
+  const bool gray3 = arr.ndim() == 3 && c.channels == 1;
+  if (!(gray3 || arr.ndim() == 4) || arr.shape(1) != c.height || arr.shape(2) != c.width ||
+      (arr.ndim() == 4 && arr.shape(3) != c.channels))
+    bad(std::string(name) + " must have shape (n, " + std::to_string(c.height) + ", " +
+        std::to_string(c.width) + (c.channels == 1 ? ") or (n, " : ", ") +
+        (c.channels == 1 ? std::to_string(c.height) + ", " + std::to_string(c.width) + ", 1)"
+                         : std::to_string(c.channels) + ")") +
+        ", not " + std::string(py::str(py::tuple(py::cast(a.request().shape)))));
+  ImageSet s{arr.shape(0), c.height, c.width, c.channels, {}};
+  s.bytes.assign(arr.data(), arr.data() + arr.size());
+  return s;
+}
+
+py::array_t<uint8_t> to_array(const ImageSet &s, std::vector<py::ssize_t> shape) {
+  py::array_t<uint8_t> out(shape);
+  std::copy(s.bytes.begin(), s.bytes.end(), out.mutable_data());
+  return out;
+}
+
+// Progress for a job of `images` images: a bar (tqdm if importable, else a plain line on stderr)
+// when asked, and in any case Ctrl-C, checked a few times a second with the GIL held.
+Progress progress_for(bool bar, int64_t images, int positions) {
+  py::object tqdm;
+  if (bar) {
+    try {
+      tqdm = py::module_::import("tqdm").attr("tqdm")(py::arg("total") = images,
+                                                      py::arg("unit") = "img");
+    } catch (const py::error_already_set &) {
+      tqdm = py::none();
+    }
+  }
+  auto last = std::make_shared<int64_t>(0);
+  return [bar, tqdm, last, positions](int64_t done, int64_t total) {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) {
+      PyErr_Clear();
+      throw Interrupted{};
+    }
+    if (!bar)
+      return;
+    const int64_t images_done = done / std::max(positions, 1);
+    if (tqdm && !tqdm.is_none()) {
+      tqdm.attr("update")(images_done - *last);
+      if (done >= total)
+        tqdm.attr("close")();
+    } else {
+      std::fprintf(stderr, "\r%lld/%lld images", static_cast<long long>(images_done),
+                   static_cast<long long>(total / std::max(positions, 1)));
+      if (done >= total)
+        std::fputc('\n', stderr);
+    }
+    *last = images_done;
+  };
+}
+
+class PyModel {
+public:
+  PyModel(const std::string &path, const std::string &device, std::optional<int> threads,
+          const std::string &precision, std::optional<int64_t> batch)
+      : engine_(load_model(path), options(device, threads, precision, batch)) {}
+
+  py::dict config() const {
+    const Config &c = engine_.config();
+    py::dict d;
+    d["height"] = c.height, d["width"] = c.width, d["channels"] = c.channels;
+    d["n_layers"] = c.n_layers, d["n_heads"] = c.n_heads, d["d_head"] = c.d_head;
+    d["d_model"] = c.d_model, d["d_ff"] = c.d_ff, d["activation"] = act_name(c.activation);
+    d["mixtures"] = c.mixtures, d["attention"] = c.attention;
+    d["format_version"] = c.format_version;
+    return d;
+  }
+  int64_t parameters() const { return engine_.config().parameter_count(); }
+  int64_t state_bytes() const { return engine_.config().state_bytes_per_image(); }
+  std::string device() const { return engine_.device(); }
+
+  py::array_t<uint8_t> sample(int64_t n, uint64_t seed, int64_t first, std::optional<int64_t> batch,
+                              bool progress) {
+    if (n < 1 || n > kMaxSampleImages)
+      bad("n must be in [1, " + std::to_string(kMaxSampleImages) + "] (got " + std::to_string(n) +
+          ")");
+    const Config &c = engine_.config();
+    ImageSet images;
+    {
+      Progress p = progress_for(progress, n, c.positions());
+      py::gil_scoped_release release;
+      images = sample_images(engine_, n, seed, first, p, batch.value_or(0));
+    }
+    return to_array(images, {n, c.height, c.width, c.channels});
+  }
+
+  py::array_t<double> score(const py::array &images, bool progress) {
+    const ImageSet in = images_of(images, engine_.config(), "images");
+    std::vector<double> bpd;
+    {
+      Progress p = progress_for(progress, in.count, engine_.config().positions());
+      py::gil_scoped_release release;
+      bpd = score_images(engine_, in, p);
+    }
+    return py::array_t<double>(py::ssize_t(bpd.size()), bpd.data());
+  }
+
+  py::array_t<uint8_t> complete(const py::array &images, const py::array &known, int samples,
+                                uint64_t seed, bool progress) {
+    const Config &c = engine_.config();
+    const ImageSet in = images_of(images, c, "images");
+    const std::vector<uint8_t> mask = mask_of(known, c, in.count);
+    std::vector<int64_t> index(size_t(in.count));
+    for (int64_t i = 0; i < in.count; ++i)
+      index[size_t(i)] = i;
+    ImageSet out;
+    {
+      Progress p = progress_for(progress, in.count * samples, c.positions());
+      py::gil_scoped_release release;
+      out = complete_images(engine_, in, index, mask, samples, seed, p);
+    }
+    return to_array(out, {in.count, samples, c.height, c.width, c.channels});
+  }
+
+private:
+  static RunOptions options(const std::string &device, std::optional<int> threads,
+                            const std::string &precision, std::optional<int64_t> batch) {
+    if (precision != "fp32")
+      bad("precision \"" + precision + "\" is not available (fp32)");
+    RunOptions o;
+    o.device = device;
+    o.threads = threads.value_or(0);
+    if (threads && *threads < 1)
+      bad("threads must be at least 1 (None: every core)");
+    o.batch = batch.value_or(0);
+    return o;
+  }
+
+  // `known`: booleans (or 0/1 bytes) of the image's shape, (H, W) covering every channel, or one
+  // per image: one byte per image byte, as complete_images takes it.
+  static std::vector<uint8_t> mask_of(const py::array &known, const Config &c, int64_t n) {
+    py::array k = known;
+    if (k.dtype().is(py::dtype::of<bool>()))
+      k = k.attr("astype")("uint8");
+    const auto arr = bytes_of(k, "known");
+    const auto T = size_t(c.bytes_per_image());
+    auto is = [&](std::initializer_list<py::ssize_t> shape) {
+      return std::vector<py::ssize_t>(arr.shape(), arr.shape() + arr.ndim()) ==
+             std::vector<py::ssize_t>(shape);
+    };
+    std::vector<uint8_t> mask;
+    if (is({c.height, c.width}) || is({n, c.height, c.width})) { // pixels: every channel
+      const size_t pixels = size_t(arr.size());
+      mask.resize(pixels * c.channels);
+      for (size_t p = 0; p < pixels; ++p)
+        for (int j = 0; j < c.channels; ++j)
+          mask[p * c.channels + j] = arr.data()[p] != 0;
+    } else if (is({c.height, c.width, c.channels}) || is({n, c.height, c.width, c.channels})) {
+      mask.assign(arr.data(), arr.data() + arr.size());
+      for (uint8_t &m : mask)
+        m = m != 0;
+    } else {
+      bad("known must have the image's shape (" + std::to_string(c.height) + ", " +
+          std::to_string(c.width) + ") or (" + std::to_string(c.height) + ", " +
+          std::to_string(c.width) + ", " + std::to_string(c.channels) + "), or one such per image");
+    }
+    if (mask.size() != T && mask.size() != T * size_t(n))
+      bad("known does not match the images");
+    return mask;
+  }
+
+  Engine engine_;
+};
+
+} // namespace
+
+PYBIND11_MODULE(tarnn, m) {
+  m.doc() = "tarnn: autoregressive linear transformers run as RNNs (Katharopoulos et al., 2020). "
+            "Load a model folder (config.json + model.safetensors) and sample, score and complete "
+            "images as numpy arrays. See docs/PYTHON.md.";
+  py::register_exception_translator(&translate);
+  m.attr("__version__") = version();
+  m.attr("git_commit") = git_commit();
+
+  py::class_<PyModel>(m, "Model",
+                      "A model made ready on a device (weights loaded and laid out "
+                      "once); its methods run the engine.")
+      .def(py::init<const std::string &, const std::string &, std::optional<int>,
+                    const std::string &, std::optional<int64_t>>(),
+           py::arg("path"), py::arg("device") = "cpu", py::arg("threads") = py::none(),
+           py::arg("precision") = "fp32", py::arg("batch") = py::none(),
+           "Model(path, device='cpu', threads=None, precision='fp32', batch=None)\n\n"
+           "path: a model folder (config.json + model.safetensors).\n"
+           "device: 'cpu' or 'cuda'.\n"
+           "threads: CPU threads (None: every core).\n"
+           "precision: 'fp32'.\n"
+           "batch: images whose state is in memory at once (None: 256 on the CPU, what fits on "
+           "the GPU).")
+      .def_property_readonly("config", &PyModel::config, "The model's config.json, as a dict.")
+      .def_property_readonly("parameters", &PyModel::parameters,
+                             "Parameter count (the stored positional table included).")
+      .def_property_readonly("state_bytes_per_image", &PyModel::state_bytes,
+                             "Bytes of state (S and z of every layer and head) per image: "
+                             "constant in the position.")
+      .def_property_readonly("device", &PyModel::device, "The device it runs on, in words.")
+      .def("sample", &PyModel::sample, py::arg("n"), py::arg("seed") = 0, py::arg("first") = 0,
+           py::arg("batch") = py::none(), py::arg("progress") = false,
+           "sample(n, seed=0, first=0, batch=None, progress=False) -> uint8 array (n, H, W, C)\n\n"
+           "Images first .. first + n - 1 of a run with `seed`: image i is the same, byte for "
+           "byte, as `tarnn sample --seed SEED` writes for i, whatever the batch or threads.\n"
+           "batch: images in memory at once for this call (None: the model's).\n"
+           "progress: show a bar (tqdm if installed). Ctrl-C stops the run between steps and "
+           "raises KeyboardInterrupt; the model stays usable.")
+      .def("score", &PyModel::score, py::arg("images"), py::arg("progress") = false,
+           "score(images, progress=False) -> float64 array (n,)\n\n"
+           "Teacher-forced bits/dim of each image, as `tarnn score`. images: uint8 of shape "
+           "(n, H, W) for a one-channel model, or (n, H, W, C).")
+      .def("complete", &PyModel::complete, py::arg("images"), py::arg("known"),
+           py::arg("samples") = 1, py::arg("seed") = 0, py::arg("progress") = false,
+           "complete(images, known, samples=1, seed=0, progress=False) -> uint8 (n, samples, H, "
+           "W, C)\n\n"
+           "Completes each image `samples` times: bytes where `known` is true are kept (fed to "
+           "the model), the others sampled. known: a boolean array of shape (H, W) (every "
+           "channel of a pixel) or (H, W, C), or one per image (n, H, W[, C]). Completion k of "
+           "image i uses the random numbers of image i * samples + k, as `tarnn complete`.");
+
+  m.def(
+      "read_images",
+      [](const std::string &path) {
+        const ImageSet s = read_images(path);
+        return to_array(s, {s.count, s.height, s.width, s.channels});
+      },
+      py::arg("path"),
+      "read_images(path) -> uint8 array (n, H, W, C): an IDX file (MNIST's format) or a PNG, as "
+      "stored.");
+  m.def(
+      "grid",
+      [](const py::array &images, std::optional<int> cols) {
+        const auto arr = bytes_of(images, "images");
+        if (arr.ndim() != 4 && arr.ndim() != 3)
+          bad("images must have shape (n, H, W) or (n, H, W, C)");
+        const int C = arr.ndim() == 4 ? int(arr.shape(3)) : 1;
+        ImageSet s{arr.shape(0), int(arr.shape(1)), int(arr.shape(2)), C, {}};
+        s.bytes.assign(arr.data(), arr.data() + arr.size());
+        const int k = cols.value_or(grid_columns(s.count));
+        if (k < 1)
+          bad("cols must be at least 1");
+        check_grid(s.count, s.height, s.width, C, k);
+        const ImageSet g = make_grid(s, k);
+        return to_array(g, {g.height, g.width, g.channels});
+      },
+      py::arg("images"), py::arg("cols") = py::none(),
+      "grid(images, cols=None) -> uint8 array (H', W', C): the images tiled, 2 pixels apart (as "
+      "`tarnn sample -o`; cols None: a square-ish grid).");
+  m.def(
+      "write_png",
+      [](const std::string &path, const py::array &image) {
+        const auto arr = bytes_of(image, "image");
+        if (arr.ndim() != 2 && arr.ndim() != 3)
+          bad("image must have shape (H, W) or (H, W, C)");
+        const int C = arr.ndim() == 3 ? int(arr.shape(2)) : 1;
+        write_png(path, int(arr.shape(1)), int(arr.shape(0)), C, arr.data());
+      },
+      py::arg("path"), py::arg("image"),
+      "write_png(path, image): a PNG of a uint8 (H, W) or (H, W, C) array, written atomically.");
+}

@@ -1,0 +1,48 @@
+"""Type stubs of the tarnn extension module (src/python/module.cpp); docs/PYTHON.md."""
+
+from typing import Optional
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+git_commit: str
+
+class Model:
+    """A model made ready on a device (weights loaded and laid out once)."""
+
+    def __init__(self, path: str, device: str = "cpu", threads: Optional[int] = None,
+                 precision: str = "fp32", batch: Optional[int] = None) -> None:
+        """path: a model folder (config.json + model.safetensors); device: 'cpu' or 'cuda';
+        threads: CPU threads (None: every core); batch: images in memory at once (None: 256 on
+        the CPU, what fits on the GPU). Raises OSError for files, ValueError for bad arguments
+        or contents, RuntimeError for the device."""
+    @property
+    def config(self) -> dict: ...
+    @property
+    def parameters(self) -> int: ...
+    @property
+    def state_bytes_per_image(self) -> int: ...
+    @property
+    def device(self) -> str: ...
+    def sample(self, n: int, seed: int = 0, first: int = 0, batch: Optional[int] = None,
+               progress: bool = False) -> npt.NDArray[np.uint8]:
+        """Images first .. first + n - 1 of a run with `seed`, shape (n, H, W, C); image i is
+        the command's image i, byte for byte. Ctrl-C raises KeyboardInterrupt between steps."""
+    def score(self, images: npt.NDArray[np.uint8],
+              progress: bool = False) -> npt.NDArray[np.float64]:
+        """Teacher-forced bits/dim of each of `images` ((n, H, W) or (n, H, W, C), uint8)."""
+    def complete(self, images: npt.NDArray[np.uint8], known: npt.NDArray,
+                 samples: int = 1, seed: int = 0,
+                 progress: bool = False) -> npt.NDArray[np.uint8]:
+        """Each image completed `samples` times, shape (n, samples, H, W, C); bytes where
+        `known` ((H, W), (H, W, C) or one per image) is true are kept."""
+
+def read_images(path: str) -> npt.NDArray[np.uint8]:
+    """An IDX file or a PNG as (n, H, W, C) uint8, as stored."""
+
+def grid(images: npt.NDArray[np.uint8], cols: Optional[int] = None) -> npt.NDArray[np.uint8]:
+    """The images tiled 2 pixels apart, (H', W', C), as `tarnn sample -o` draws them."""
+
+def write_png(path: str, image: npt.NDArray[np.uint8]) -> None:
+    """A PNG of a (H, W) or (H, W, C) uint8 array, written atomically."""

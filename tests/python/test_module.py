@@ -1,0 +1,174 @@
+"""import tarnn: the Python module against the command (same bytes, same figures), its errors, the
+GIL released while the engine runs, and Ctrl-C. Run by ctest with PYTHONPATH=build/python and
+TARNN (the command), TARNN_SOURCE (the tree), TARNN_GOLDEN_MNIST (the MNIST-size model)."""
+
+import os
+import signal
+import subprocess
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import tarnn
+
+TARNN = os.environ["TARNN"]
+SRC = os.environ["TARNN_SOURCE"]
+SMALL = os.path.join(SRC, "tests", "golden", "small")
+MNIST = os.environ.get("TARNN_GOLDEN_MNIST", "")
+
+
+def run(*args):
+    return subprocess.run([TARNN, *map(str, args)], check=True, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def small():
+    return tarnn.Model(SMALL, threads=2)
+
+
+@pytest.fixture(scope="module")
+def mnist():
+    if not os.path.isfile(os.path.join(MNIST, "config.json")):
+        pytest.skip("no MNIST-size golden (made by ctest's make_golden_mnist, which needs torch)")
+    return tarnn.Model(MNIST, threads=2)
+
+
+def test_model_properties(small):
+    assert small.config["height"] == 5 and small.config["channels"] == 2
+    assert small.parameters == 6733
+    assert small.state_bytes_per_image == 1008
+    assert small.device.startswith("cpu")
+    assert tarnn.__version__.count(".") == 2
+
+
+def test_sample_is_the_commands_images(small, tmp_path):
+    run("sample", "--model", SMALL, "-n", 5, "--seed", 7, "--first", 3, "--out-dir", tmp_path)
+    for i in range(5):
+        cmd = tarnn.read_images(str(tmp_path / f"{3 + i:08d}.png"))[0]
+        assert np.array_equal(small.sample(5, seed=7, first=3)[i], cmd)
+    a = small.sample(5, seed=7, first=3)
+    assert a.dtype == np.uint8 and a.shape == (5, 5, 4, 2)
+    assert np.array_equal(a, small.sample(5, seed=7, first=3, batch=2))  # any batch
+    assert not np.array_equal(a, small.sample(5, seed=8, first=3))
+
+
+def test_sample_is_the_commands_images_at_mnist_size(mnist, tmp_path):
+    run("sample", "--model", MNIST, "-n", 3, "--seed", 11, "--out-dir", tmp_path)
+    a = mnist.sample(3, seed=11)
+    for i in range(3):
+        assert np.array_equal(a[i], tarnn.read_images(str(tmp_path / f"{i:08d}.png"))[0])
+
+
+def test_score_is_the_commands(small):
+    images = tarnn.read_images(os.path.join(SMALL, "inputs-idx-ubyte"))
+    cmd = json.loads(run("score", "--model", SMALL, "--images",
+                         os.path.join(SMALL, "inputs-idx-ubyte"), "--json").stdout)
+    got = small.score(images)
+    assert got.dtype == np.float64 and got.shape == (3,)
+    assert np.allclose(got, cmd["per_image"], rtol=0, atol=1e-12)
+
+
+def test_score_takes_three_dimensional_gray_and_strided_arrays(mnist):
+    images = mnist.sample(2, seed=1)
+    base = mnist.score(images)
+    assert np.array_equal(mnist.score(images[:, :, :, 0]), base)  # (n, H, W)
+    wide = np.zeros((2, 28, 56, 1), np.uint8)
+    wide[:, :, ::2] = images
+    assert np.array_equal(mnist.score(wide[:, :, ::2]), base)  # not contiguous: copied
+
+
+def test_complete_keeps_known_bytes_and_is_the_commands(small, tmp_path):
+    path = os.path.join(SMALL, "inputs-idx-ubyte")
+    images = tarnn.read_images(path)
+    known = np.zeros((5, 4), bool)
+    known[:2] = True  # the top two rows, every channel
+    out = small.complete(images, known, samples=3, seed=4)
+    assert out.shape == (3, 3, 5, 4, 2)
+    for i in range(3):
+        for k in range(3):
+            assert np.array_equal(out[i, k, :2], images[i, :2])
+    run("complete", "--model", SMALL, "--images", path, "--index", "0-2", "--keep-rows", 2,
+        "--samples", 3, "--seed", 4, "-o", tmp_path / "g.png", "--out-dir", tmp_path)
+    for i in range(3):
+        for k in range(3):
+            cmd = tarnn.read_images(str(tmp_path / f"{i:08d}-{k:02d}.png"))[0]
+            assert np.array_equal(out[i, k], cmd)
+    # a mask per image, over bytes
+    per = np.zeros((3, 5, 4, 2), bool)
+    per[1, 4] = True
+    out2 = small.complete(images, per, samples=1, seed=4)
+    assert np.array_equal(out2[1, 0, 4], images[1, 4])
+
+
+def test_errors_are_pythons(small, tmp_path):
+    images = small.sample(2)
+    with pytest.raises(ValueError, match="uint8"):
+        small.score(images.astype(np.float32))
+    with pytest.raises(ValueError, match="shape"):
+        small.score(images[:, :4])
+    with pytest.raises(ValueError, match="known"):
+        small.complete(images, np.ones((3, 3), bool))
+    with pytest.raises(ValueError, match="samples"):
+        small.complete(images, np.ones((5, 4), bool) * False, samples=0)
+    with pytest.raises(ValueError, match="n must be"):
+        small.sample(0)
+    with pytest.raises(ValueError):
+        tarnn.Model(SMALL, device="tpu")
+    with pytest.raises(ValueError, match="batch"):
+        small.sample(2, batch=-3)
+    with pytest.raises(OSError, match="cannot open"):
+        tarnn.Model(str(tmp_path / "none"))
+    with pytest.raises(OSError, match="cannot open"):
+        tarnn.read_images(str(tmp_path / "none.png"))
+    (tmp_path / "junk").write_bytes(b"\x00\x00\x08\x03junk")
+    with pytest.raises(ValueError, match="truncated"):
+        tarnn.read_images(str(tmp_path / "junk"))
+    with pytest.raises(TypeError):
+        small.sample("three")
+
+
+def test_the_gil_is_released_while_the_engine_runs(mnist):
+    ticks = []
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            ticks.append(1)
+            time.sleep(0.001)
+
+    t = threading.Thread(target=count)
+    t.start()
+    started = time.time()
+    mnist.sample(8, seed=2)
+    took = time.time() - started
+    stop.set()
+    t.join()
+    # a thread starved of the GIL would tick about once; a free one about once a millisecond
+    assert len(ticks) > 0.2 * took * 1000, f"{len(ticks)} ticks in {took:.2f} s"
+
+
+def test_ctrl_c_stops_a_run_and_the_model_stays_usable(mnist):
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    started = time.time()
+    with pytest.raises(KeyboardInterrupt):
+        mnist.sample(1000, seed=3)  # minutes, if not stopped
+    assert time.time() - started < 10
+    assert mnist.sample(2, seed=3).shape == (2, 28, 28, 1)
+
+
+def test_grid_and_write_png_are_the_commands(small, tmp_path):
+    run("sample", "--model", SMALL, "-n", 6, "--seed", 3, "-o", tmp_path / "cmd.png")
+    g = tarnn.grid(small.sample(6, seed=3))
+    tarnn.write_png(str(tmp_path / "py.png"), g)
+    assert (tmp_path / "py.png").read_bytes() == (tmp_path / "cmd.png").read_bytes()
+
+
+def test_help_explains_each_argument():
+    doc = tarnn.Model.sample.__doc__
+    for word in ("seed", "first", "batch", "progress", "KeyboardInterrupt"):
+        assert word in doc
+    assert "known" in tarnn.Model.complete.__doc__
