@@ -1,6 +1,8 @@
 #!/usr/bin/python3
-"""Plot `tarnn bench --json` files: the paper's Figure 1 shape and throughput against batch size.
+"""Plot `tarnn bench --json-file` files: the paper's Figure 1 shape and throughput against batch
+size (schema 1 and 2 files alike, docs/JSON.md).
 
+    tools/plot_bench.py tools/bench/runs/*.json              # figures beside the first input
     tools/plot_bench.py --out-dir docs tools/bench/runs/*.json
 
 writes, one panel per model:
@@ -140,8 +142,10 @@ def summary(runs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("json", nargs="+", help="tarnn bench --json files")
-    ap.add_argument("--out-dir", default="docs")
+    ap.add_argument("json", nargs="+", help="tarnn bench --json-file files")
+    ap.add_argument("--out-dir", default=None,
+                    help="where the figures go (default: the first input's folder; never docs/ "
+                         "unless asked)")
     ap.add_argument("--table-only", action="store_true")
     ap.add_argument("--summary", action="store_true", help="medians and ratios (implies --table-only)")
     args = ap.parse_args()
@@ -155,6 +159,8 @@ def main():
     import matplotlib
 
     matplotlib.use("Agg")
+    if args.out_dir is None:
+        args.out_dir = os.path.dirname(os.path.abspath(args.json[0]))
     os.makedirs(args.out_dir, exist_ok=True)
     for name, fn in (("bench-time-per-pixel.png", plot_time_per_pixel),
                      ("bench-images-per-second.png", plot_images_per_second)):

@@ -16,7 +16,7 @@ esac
 # python3 that may come first on PATH.
 packages=(cmake g++ make nlohmann-json3-dev libstb-dev libcli11-dev libgtest-dev binutils)
 [ "$job" = test ] && packages+=(python3-torch python3-numpy python3-matplotlib clang libclang-rt-14-dev
-                                pybind11-dev python3-dev python3-pytest)
+                                pybind11-dev python3-dev python3-pytest parallel slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

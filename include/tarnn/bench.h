@@ -18,6 +18,7 @@ struct BenchOptions {
   std::string attention = "linear"; // "linear", "softmax" (KV cache) or "softmax-recompute"
   int steps = 0;                    // positions to time, then extrapolate; 0: every position
   RunOptions run;
+  Progress progress; // (positions timed x batch, of all to time); may throw to stop
 };
 
 struct BenchResult {
@@ -47,7 +48,8 @@ struct BenchResult {
 
 BenchResult run_bench(const BenchOptions &options);
 std::string bench_text(const BenchResult &r); // the lines `tarnn bench` prints
-std::string bench_json(const BenchResult &r); // the --json file
+// The JSON of docs/JSON.md: schema 2, every time in seconds, the version and commit that measured.
+std::string bench_json(const BenchResult &r);
 
 // FLOPs (2 x multiply-adds) of one image at one position, linear attention in RNN mode.
 double flops_per_step(const Config &c);

@@ -20,8 +20,9 @@ struct ImageSet {
   const uint8_t *image(int64_t i) const { return bytes.data() + size_t(i) * bytes_per_image(); }
 };
 
-// An IDX file ([n, h, w] or [n, h, w, c] unsigned bytes) or a PNG; throws Error on anything
-// malformed, and when the images are not the model's height, width and channels (no resizing).
+// An IDX file ([n, h, w] or [n, h, w, c] unsigned bytes), a NumPy .npy of uint8 ((n, h, w) or
+// (n, h, w, c), C order) or a PNG; throws Error on anything malformed, and when the images are not
+// the model's height, width and channels (no resizing).
 ImageSet read_images(const std::string &path, const Config &c);
 
 // The same without a model: the images as the file stores them (a PNG's channels, alpha included).
@@ -33,10 +34,39 @@ ImageSet read_images(const std::string &path);
 void write_file_atomic(const std::string &path, const void *data, size_t size);
 void write_file_atomic(const std::string &path, const std::string &text);
 
+// A NumPy .npy of uint8 images (n, h, w, c), filled in order, chunk by chunk, without holding them:
+// the data goes to PATH.partial, which becomes PATH (synced, renamed) only when all n are in. An
+// interrupted run leaves PATH.partial with its first images complete; opened again with
+// resume_from = k (the images known to be in it), it continues after the k-th.
+class NpyWriter {
+public:
+  NpyWriter(const std::string &path, int64_t n, int height, int width, int channels,
+            int64_t resume_from = -1);
+  ~NpyWriter(); // closes; PATH.partial stays unless finished
+  NpyWriter(const NpyWriter &) = delete;
+  NpyWriter &operator=(const NpyWriter &) = delete;
+
+  // Appends `count` images (their bytes in order) after the done() already in; synced.
+  void append(const uint8_t *bytes, int64_t count);
+  int64_t done() const { return done_; }
+  // All n in: PATH.partial becomes PATH.
+  void finish();
+  const std::string &path() const { return path_; }
+  std::string partial() const { return path_ + ".partial"; }
+
+private:
+  std::string path_;
+  int64_t n_, per_image_, done_ = 0;
+  size_t header_ = 0;
+  int fd_ = -1;
+};
+
 // For programs (the tarnn command calls it first): on SIGINT, SIGTERM or SIGHUP, delete the
 // temporaries of writes in progress, then die of the signal as before. Without it an interrupted
 // write leaves its hidden temporary behind (the target itself is never half-written).
 void remove_temporaries_on_signals();
+// The same from a signal handler of the program's own: async-signal-safe; does not return.
+[[noreturn]] void remove_temporaries_and_die(int signal);
 
 // A PNG (1 to 4 channels), written as write_file_atomic does.
 void write_png(const std::string &path, int width, int height, int channels, const uint8_t *data);
@@ -48,6 +78,11 @@ ImageSet make_grid(const ImageSet &images, int cols, int pad = 2, uint8_t pad_va
 // bytes (a PNG's sizes are ints).
 constexpr int64_t kMaxGridImages = 65536;
 constexpr int64_t kMaxGridBytes = int64_t(1) << 28;
+
+// A grid's scale for a comfortable view: whole pixels, the longer side about 600 (1 to 8).
+int grid_scale(int width, int height);
+// Each pixel drawn `scale` x `scale` times.
+ImageSet scale_image(const ImageSet &image, int scale);
 
 // The columns of a square-ish grid of `count` images, and a check, before any work, that such a
 // grid of images of this size can be written (Error otherwise, pointing to per-image outputs):

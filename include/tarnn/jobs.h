@@ -67,9 +67,9 @@ ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vect
                          const Progress &progress = nullptr);
 
 // Figure 3 as one image: a row per chosen image holding the occluded image, its `samples`
-// completions and the original, 2 pixels apart. Grayscale models give an RGB grid with unknown
-// pixels of the occluded image in dim red; other models keep their channels and draw unknown
-// bytes as a grey checkerboard.
+// completions and, after a light band, the original, 2 pixels apart. Grayscale models give an RGB
+// grid with unknown pixels of the occluded image in dim red; other models keep their channels and
+// draw unknown bytes as a grey checkerboard.
 ImageSet completion_grid(const ImageSet &images, const std::vector<int64_t> &index,
                          const std::vector<uint8_t> &known, const ImageSet &completions,
                          int samples);

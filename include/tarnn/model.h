@@ -44,6 +44,12 @@ struct Model {
 // Reads DIR/config.json and DIR/model.safetensors; throws Error saying exactly what is wrong.
 Model load_model(const std::string &dir);
 
+// Where the model NAME is: NAME itself (a folder, relative to the working folder or absolute),
+// else the installed models (PREFIX/share/tarnn/models, beside the running program and where
+// this library was installed), as NAME or as its last part ("models/mnist" -> ".../mnist").
+// Error names every place it looked.
+std::string find_model(const std::string &name);
+
 // A model with reproducible random weights (torch-like init), for benchmarks and tests.
 Model random_model(const Config &config, uint64_t seed);
 

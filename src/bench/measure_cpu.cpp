@@ -184,6 +184,8 @@ BenchResult measure_cpu(const BenchOptions &o) {
     const auto t0 = Clock::now();
     step_all(t);
     r.step_times.emplace_back(t, seconds_since(t0));
+    if (o.progress) // outside the timing
+      o.progress(int64_t(r.step_times.size()) * B, int64_t(positions.size()) * B);
   }
 
   double flops = 0;

@@ -23,7 +23,7 @@ BenchResult measure_cuda(const BenchOptions &o) {
   job.positions = steps;
   BenchResult r;
   r.load_average = load_average();
-  const RunInfo info = engine.run(job);
+  const RunInfo info = engine.run(job, o.progress);
   const double secs = info.seconds_steps;
   const double state = double(c.state_bytes_per_image());
   r.model = o.model.empty() ? "random:" + o.shape : o.model;

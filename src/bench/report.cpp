@@ -1,9 +1,11 @@
 // A BenchResult as the lines `tarnn bench` prints and as its JSON file.
 #include <cstdarg>
 #include <cstdio>
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "tarnn/bench.h"
+#include "tarnn/version.h"
 
 namespace tarnn {
 
@@ -77,7 +79,15 @@ std::string bench_text(const BenchResult &r) {
 
 std::string bench_json(const BenchResult &r) {
   using nlohmann::json;
-  json j = {{"device", r.device},
+  char when[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  json j = {{"schema_version", 2},
+            {"command", "bench"},
+            {"tarnn_version", version()},
+            {"git_commit", git_commit()},
+            {"time", when},
+            {"device", r.device},
             {"model", r.model},
             {"attention", r.attention},
             {"attention_form", r.attention_form},
@@ -89,18 +99,19 @@ std::string bench_json(const BenchResult &r) {
             {"seconds_measured", r.seconds_measured},
             {"seconds_full_length", r.seconds_full_length},
             {"images_per_second", r.images_per_second},
-            {"ms_per_step", r.seconds_full_length / r.positions * 1e3},
+            {"seconds_per_step", r.seconds_full_length / r.positions},
             {"gflop_per_image", r.gflop_per_image},
             {"gflops_achieved", r.gflops_achieved},
             {"memory_bytes_per_image", r.memory_bytes_per_image},
-            {"memory_kind", r.memory_kind},
-            {"state_bytes_per_image", r.state_bytes_per_image}};
+            {"memory_kind", r.memory_kind}};
+  if (r.attention != "linear") // for comparison: what linear attention would hold
+    j["linear_state_bytes_per_image"] = r.state_bytes_per_image;
   if (r.device == "cuda") {
     j["machine"] = {{"cpu", r.cpu}, {"gpu", r.gpu}, {"load_average", r.load_average}};
     j["tf32"] = r.tf32;
     j["seconds_setup"] = r.seconds_setup;
-    j["state_traffic_gb_per_s"] = r.state_traffic / 1e9;
-    j["peak_bandwidth_gb_per_s"] = r.peak_bandwidth / 1e9;
+    j["state_traffic_bytes_per_second"] = r.state_traffic;
+    j["peak_bandwidth_bytes_per_second"] = r.peak_bandwidth;
     j["state_bound_images_per_second"] = r.state_bound_images_per_second;
     j["device_bytes"] = r.device_bytes;
   } else {
@@ -109,7 +120,7 @@ std::string bench_json(const BenchResult &r) {
       st.push_back({t, s});
     j["machine"] = {{"cpu", r.cpu}, {"threads", r.threads}, {"load_average", r.load_average}};
     j["step_times"] = st;
-    j["peak_gflops"] = r.peak_gflops;
+    j["peak_gflops"] = r.peak_gflops; // GFLOP/s, as gflops_achieved
     j["peak_fraction"] = r.gflops_achieved / r.peak_gflops;
     j["peak_gemm_shape"] = {r.peak_rows, r.peak_in, r.peak_out};
   }

@@ -10,16 +10,23 @@ namespace {
 
 struct BenchArgs {
   BenchOptions bench;
-  std::string json;
+  Report report;
 };
 
-int run_bench_command(const BenchArgs &a) {
-  if (!a.json.empty())
-    check_output_file(a.json);
-  const BenchResult r = run_bench(a.bench);
-  std::fputs(bench_text(r).c_str(), stdout);
-  if (!a.json.empty())
-    write_file_atomic(a.json, bench_json(r));
+int run_bench_command(BenchArgs a) {
+  if (!a.report.json_file.empty())
+    check_output_file(a.report.json_file);
+  if (!a.bench.model.empty())
+    a.bench.model = find_model(a.bench.model);
+  // every measured position counts as a batch of "images" done
+  a.bench.progress = progress_bar(1, a.report.quiet, "image-steps");
+  try {
+    const BenchResult r = run_bench(a.bench);
+    a.report.emit(bench_text(r), nlohmann::json::parse(bench_json(r)));
+  } catch (const Interrupted &i) {
+    std::fprintf(stderr, "tarnn: interrupted (signal %d)\n", i.signal);
+    return 128 + i.signal;
+  }
   return 0;
 }
 
@@ -44,7 +51,7 @@ Command add_bench(CLI::App &app) {
                   "time N positions and extrapolate to all (0: all); linear: the first N, "
                   "softmax: N spread over the image, interpolated",
                   0, INT32_MAX);
-  cmd->add_option("--json", a->json, "also write the figures as JSON here");
+  add_report_options(cmd, a->report);
   return {cmd, [a] { return run_bench_command(*a); }};
 }
 

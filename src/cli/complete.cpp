@@ -17,14 +17,17 @@ struct CompleteArgs {
   int64_t keep_rows = 0, keep = 0; // copied into mask when given
   int samples = 4;
   uint64_t seed = 0;
+  int scale = 0;
   std::string out, out_dir;
+  Report report;
 };
 
 int run_complete(const CompleteArgs &a) {
   if (a.samples < 1 || a.samples > kMaxSamples)
     throw Error("--samples must be in [1, " + std::to_string(kMaxSamples) + "] (got " +
                 std::to_string(a.samples) + ")");
-  Engine engine(load_model(a.model), a.run);
+  const std::string model = find_model(a.model);
+  Engine engine(load_model(model), a.run);
   const Config &c = engine.config();
   const ImageSet images = read_images(a.images, c);
   const std::vector<int64_t> index = parse_index_list(
@@ -38,9 +41,18 @@ int run_complete(const CompleteArgs &a) {
   check_output_file(a.out); // every output checked before any work
   if (!a.out_dir.empty())
     make_output_folder(a.out_dir);
+  if (!a.report.json_file.empty())
+    check_output_file(a.report.json_file);
   const auto t0 = std::chrono::steady_clock::now();
-  const ImageSet done =
-      complete_images(engine, images, index, known, a.samples, a.seed, progress_bar(c.positions()));
+  ImageSet done;
+  try {
+    done = complete_images(engine, images, index, known, a.samples, a.seed,
+                           progress_bar(c.positions(), a.report.quiet, "completions"));
+  } catch (const Interrupted &i) {
+    std::fprintf(stderr, "tarnn: interrupted (signal %d) before any output was written\n",
+                 i.signal);
+    return 128 + i.signal;
+  }
   const double secs = seconds_since(t0);
   for (int64_t i = 0; !a.out_dir.empty() && i < n; ++i)
     for (int k = 0; k < a.samples; ++k) {
@@ -50,10 +62,26 @@ int run_complete(const CompleteArgs &a) {
     }
   // The grid last: when it exists, the whole run succeeded.
   const ImageSet grid = completion_grid(images, index, known, done, a.samples);
-  write_png(a.out, grid.width, grid.height, grid.channels, grid.bytes.data());
-  std::printf("%lld images x %d samples (%s) in %.2f s (%.2f completions/s) -> %s\n",
-              static_cast<long long>(n), a.samples, describe_mask(known).c_str(), secs,
-              double(n * a.samples) / secs, a.out.c_str());
+  const ImageSet big =
+      scale_image(grid, a.scale > 0 ? a.scale : grid_scale(grid.width, grid.height));
+  write_png(a.out, big.width, big.height, big.channels, big.bytes.data());
+  char line[512];
+  std::snprintf(line, sizeof line, "%s x %s (%s) in %.2f s (%.2f completions/s) -> %s\n",
+                count_of(n, "image", "images").c_str(),
+                count_of(a.samples, "sample", "samples").c_str(), describe_mask(known).c_str(),
+                secs, double(n * a.samples) / secs, a.out.c_str());
+  nlohmann::json j = json_header("complete");
+  j.update({{"model", model},
+            {"device", engine.device()},
+            {"images_file", a.images},
+            {"index", index},
+            {"samples", a.samples},
+            {"seed", a.seed},
+            {"known", describe_mask(known)},
+            {"seconds", secs},
+            {"completions_per_second", double(n * a.samples) / secs},
+            {"outputs", {{"grid", a.out}, {"out_dir", a.out_dir}}}});
+  a.report.emit(line, j);
   return 0;
 }
 
@@ -64,7 +92,7 @@ Command add_complete(CLI::App &app) {
   CLI::App *cmd = app.add_subcommand("complete", "complete occluded images (the paper's Figure 3)");
   add_model_option(cmd, a->model, kDefaultModel);
   cmd->add_option("--images", a->images,
-                  "MNIST IDX file or PNG, of the model's size and channels (not resized)")
+                  "IDX, .npy or PNG of the model's size and channels (not resized)")
       ->required();
   cmd->add_option_function<std::string>(
       "--index", [a](const std::string &s) { a->index = s; },
@@ -82,11 +110,15 @@ Command add_complete(CLI::App &app) {
   keep->excludes(mask);
   add_number<int>(cmd, "--samples", a->samples, "completions per image", 1, kMaxSamples);
   add_number<uint64_t>(cmd, "--seed", a->seed, "seed (see the RNG rule below)", 0, UINT64_MAX);
-  cmd->add_option("-o,--output", a->out, "PNG grid: occluded | completions | original per row")
+  cmd->add_option("-o,--output", a->out,
+                  "PNG grid: occluded | completions || original, a row per image")
       ->required();
   cmd->add_option("--out-dir", a->out_dir,
                   "also write each completion as INDEX-K.png (8-digit file index, sample k)");
+  add_number<int>(cmd, "--scale", a->scale, "grid pixels per image pixel (0: to about 600 px)", 0,
+                  16);
   add_run_options(cmd, a->run);
+  add_report_options(cmd, a->report);
   cmd->footer(
       "Known bytes are fed through the recurrence when their turn comes (teacher forcing), also\n"
       "after unknown ones, so any mask works; unknown bytes are sampled. Known bytes of every\n"
@@ -95,15 +127,16 @@ Command add_complete(CLI::App &app) {
       "nothing is plain sampling.\n"
       "RNG: completion k of file image i uses image index i * samples + k (docs/SPEC.md section\n"
       "3), so it is the same whatever --batch, --threads and the other images chosen.\n"
-      "Grid, a row per image: occluded | completions | original. Grayscale models give an RGB\n"
-      "grid, unknown pixels of the occluded image in dim red (120,0,0); RGB models show unknown\n"
-      "bytes as a grey checkerboard.");
+      "Grid, a row per image: occluded | completions, then after a light band the original.\n"
+      "Grayscale models give an RGB grid, unknown pixels of the occluded image in dim red\n"
+      "(120,0,0); RGB models show unknown bytes as a grey checkerboard.");
   return {cmd, [a, rows, keep] {
+            CompleteArgs b = *a;
             if (rows->count())
-              a->mask.keep_rows = a->keep_rows;
+              b.mask.keep_rows = b.keep_rows;
             if (keep->count())
-              a->mask.keep = a->keep;
-            return run_complete(*a);
+              b.mask.keep = b.keep;
+            return run_complete(b);
           }};
 }
 

@@ -8,32 +8,49 @@ namespace tarnn::cli {
 
 namespace {
 
-int run_info(const std::string &model) {
-  const Model m = load_model(model);
+struct InfoArgs {
+  std::string model;
+  Report report;
+};
+
+int run_info(const InfoArgs &a) {
+  const std::string path = find_model(a.model);
+  const Model m = load_model(path);
   const Config &cfg = m.config;
-  std::printf("model           %s\n", model.c_str());
-  std::printf("image           %dx%d, %d channel(s): %d bytes, %d positions\n", cfg.height,
-              cfg.width, cfg.channels, cfg.bytes_per_image(), cfg.positions());
-  std::printf("layers          %d x (%d heads of %d), d_model %d, d_ff %d, %s\n", cfg.n_layers,
-              cfg.n_heads, cfg.d_head, cfg.d_model, cfg.d_ff, act_name(cfg.activation));
-  std::printf("output          %d logistics (%d values)\n", cfg.mixtures, cfg.d_out());
-  std::printf("attention       %s\n", cfg.attention.c_str());
-  std::printf("parameters      %lld (positional table included)\n",
-              static_cast<long long>(cfg.parameter_count()));
-  std::printf("state per image %lld bytes (S and z of every layer and head, fp32; constant in "
-              "the position)\n",
-              static_cast<long long>(cfg.state_bytes_per_image()));
-  std::printf("config.json     %s\n", cfg.to_json().c_str());
+  char text[2048];
+  std::snprintf(
+      text, sizeof text,
+      "model           %s\n"
+      "image           %dx%d, %s: %d bytes, %d positions\n"
+      "layers          %d x (%d heads of %d), d_model %d, d_ff %d, %s\n"
+      "output          %d logistics (%d values)\n"
+      "attention       %s\n"
+      "parameters      %lld (positional table included)\n"
+      "state per image %lld bytes (S and z of every layer and head, fp32; constant in the "
+      "position)\n",
+      path.c_str(), cfg.height, cfg.width, count_of(cfg.channels, "channel", "channels").c_str(),
+      cfg.bytes_per_image(), cfg.positions(), cfg.n_layers, cfg.n_heads, cfg.d_head, cfg.d_model,
+      cfg.d_ff, act_name(cfg.activation), cfg.mixtures, cfg.d_out(), cfg.attention.c_str(),
+      static_cast<long long>(cfg.parameter_count()),
+      static_cast<long long>(cfg.state_bytes_per_image()));
+  nlohmann::json j = json_header("info");
+  j.update({{"model", path},
+            {"config", nlohmann::json::parse(cfg.to_json())},
+            {"parameters", cfg.parameter_count()},
+            {"state_bytes_per_image", cfg.state_bytes_per_image()},
+            {"positions", cfg.positions()}});
+  a.report.emit(std::string(text) + "config.json     " + cfg.to_json() + "\n", j);
   return 0;
 }
 
 } // namespace
 
 Command add_info(CLI::App &app) {
-  auto model = std::make_shared<std::string>();
+  auto a = std::make_shared<InfoArgs>();
   CLI::App *cmd = app.add_subcommand("info", "config, parameter count and state bytes per image");
-  add_model_option(cmd, *model, kDefaultModel);
-  return {cmd, [model] { return run_info(*model); }};
+  add_model_option(cmd, a->model, kDefaultModel);
+  add_report_options(cmd, a->report);
+  return {cmd, [a] { return run_info(*a); }};
 }
 
 } // namespace tarnn::cli

@@ -9,6 +9,7 @@
 int main(int argc, char **argv) {
   using namespace tarnn;
   remove_temporaries_on_signals();
+  cli::catch_interrupts(); // a first SIGINT or SIGTERM ends a run between steps, saying so
   CLI::App app{"tarnn: autoregressive linear transformers run as RNNs (Katharopoulos et al., "
                "2020): sample, score, complete and benchmark image models. The maths, the file "
                "format and the RNG contract: docs/SPEC.md"};
@@ -33,6 +34,9 @@ int main(int argc, char **argv) {
     for (const cli::Command &c : commands)
       if (c.app->parsed())
         return c.run();
+  } catch (const cli::Interrupted &i) {
+    std::fprintf(stderr, "tarnn: interrupted (signal %d)\n", i.signal);
+    return 128 + i.signal;
   } catch (const std::bad_alloc &) {
     std::fprintf(stderr, "tarnn: error: out of memory (try a smaller --batch, fewer images or "
                          "fewer --threads)\n");

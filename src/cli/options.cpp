@@ -2,8 +2,10 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,10 +14,68 @@ namespace tarnn::cli {
 
 void add_model_option(CLI::App *cmd, std::string &model, const std::string &default_model) {
   model = default_model;
-  auto *o = cmd->add_option("--model", model, "model folder: config.json + model.safetensors");
+  auto *o = cmd->add_option("--model", model,
+                            "model folder (config.json + model.safetensors): a path, or the name "
+                            "of an installed model");
   if (!default_model.empty())
     o->capture_default_str();
 }
+
+void add_report_options(CLI::App *cmd, Report &r) {
+  cmd->add_flag("--json", r.json, "print the result as JSON on stdout (docs/JSON.md)");
+  cmd->add_option("--json-file", r.json_file, "also write the JSON result to this file");
+  cmd->add_flag("--quiet", r.quiet, "no progress on stderr");
+}
+
+void Report::emit(const std::string &human, const nlohmann::json &j) const {
+  if (json)
+    std::printf("%s\n", j.dump(2).c_str());
+  else
+    std::fputs(human.c_str(), stdout);
+  if (!json_file.empty())
+    write_file_atomic(json_file, j.dump(2) + "\n");
+}
+
+nlohmann::json json_header(const std::string &command) {
+  char when[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return {{"schema_version", 2},
+          {"command", command},
+          {"tarnn_version", version()},
+          {"git_commit", git_commit()},
+          {"time", when}};
+}
+
+std::string count_of(int64_t n, const char *one, const char *many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+namespace {
+
+volatile std::sig_atomic_t caught = 0;
+
+extern "C" void on_interrupt(int sig) {
+  if (caught) // the second: end now
+    remove_temporaries_and_die(sig);
+  caught = sig;
+}
+
+} // namespace
+
+void catch_interrupts() {
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN)
+      continue;
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+int interrupted() { return caught; }
 
 void add_run_options(CLI::App *cmd, RunOptions &run) {
   add_number<int64_t>(cmd, "--batch", run.batch,
@@ -94,17 +154,26 @@ void make_output_folder(const std::string &dir) {
     throw Error(dir + ": cannot write into the output folder: " + std::strerror(errno));
 }
 
-Progress progress_bar(int positions_per_image) {
-  if (!isatty(STDERR_FILENO))
-    return nullptr;
+Progress progress_bar(int positions_per_image, bool quiet, const char *unit) {
+  const bool draw = !quiet && isatty(STDERR_FILENO);
   const auto start = std::chrono::steady_clock::now();
-  return [start, positions_per_image](int64_t done, int64_t total) {
+  return [start, positions_per_image, draw, unit](int64_t done, int64_t total) {
+    if (const int sig = interrupted())
+      throw Interrupted{sig};
+    if (!draw)
+      return;
     const double secs = seconds_since(start);
-    const double frac = total ? double(done) / double(total) : 1.0;
-    const double rate = secs > 0 ? double(done) / positions_per_image / secs : 0.0;
-    const int width = 30, fill = int(frac * width);
-    std::fprintf(stderr, "\r[%.*s%*s] %3d%%  %.2f images/s  %.0fs ", fill,
-                 "==============================", width - fill, "", int(frac * 100), rate, secs);
+    const double per = std::max(positions_per_image, 1);
+    const double images = double(done) / per, all = double(total) / per;
+    const double rate = secs > 0 ? images / secs : 0.0;
+    char eta[32] = "--:--";
+    if (rate > 0 && done < total) {
+      const long left = long((all - images) / rate);
+      std::snprintf(eta, sizeof eta, "%ld:%02ld:%02ld", left / 3600, left / 60 % 60, left % 60);
+    }
+    std::fprintf(stderr, "\r%.0f/%.0f %s  %.2f %s/s  %s %s   ", images, all, unit, rate, unit,
+                 done < total ? "ETA" : "in",
+                 done < total ? eta : (std::to_string(long(secs)) + " s").c_str());
     if (done >= total)
       std::fputc('\n', stderr);
     std::fflush(stderr);

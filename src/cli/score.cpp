@@ -1,7 +1,10 @@
-// tarnn score: teacher-forced bits/dim of images (docs/SPEC.md section 2).
+// tarnn score: teacher-forced bits/dim of images (docs/SPEC.md section 2): files (IDX, .npy,
+// PNG), folders of them, or glob patterns.
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <glob.h>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "options.h"
 
@@ -12,35 +15,92 @@ namespace {
 struct ScoreArgs {
   std::string model;
   RunOptions run;
-  std::string images;
+  std::vector<std::string> images;
   int64_t limit = 0;
-  bool json = false;
+  Report report;
 };
 
+bool image_file_name(const std::string &name) {
+  auto ends = [&](const char *t) {
+    const std::string s(t);
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  return name[0] != '.' &&
+         (ends(".png") || ends(".npy") || name.find("ubyte") != std::string::npos ||
+          name.find(".idx") != std::string::npos);
+}
+
+// Every input as files: a folder's image files (sorted), a pattern's matches (sorted).
+std::vector<std::string> expand(const std::vector<std::string> &inputs) {
+  std::vector<std::string> files;
+  for (const std::string &in : inputs) {
+    std::error_code e;
+    if (std::filesystem::is_directory(in, e)) {
+      std::vector<std::string> found;
+      for (const auto &entry : std::filesystem::directory_iterator(in, e))
+        if (entry.is_regular_file() && image_file_name(entry.path().filename().string()))
+          found.push_back(entry.path().string());
+      if (found.empty())
+        throw Error(in + ": a folder without image files (.png, .npy, IDX)", Error::Kind::File);
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (!std::filesystem::exists(in, e) && in.find_first_of("*?[") != std::string::npos) {
+      glob_t g{};
+      const int rc = ::glob(in.c_str(), 0, nullptr, &g);
+      if (rc != 0) {
+        globfree(&g);
+        throw Error(in + ": no file matches", Error::Kind::File);
+      }
+      for (size_t i = 0; i < g.gl_pathc; ++i)
+        files.push_back(g.gl_pathv[i]);
+      globfree(&g);
+    } else {
+      files.push_back(in); // read_images says what is wrong with it
+    }
+  }
+  return files;
+}
+
 int run_score(const ScoreArgs &a) {
-  if (a.limit < 0)
-    throw Error("--limit must be >= 0 (0: every image)");
-  Engine engine(load_model(a.model), a.run);
-  ImageSet images = read_images(a.images, engine.config());
+  const std::string model = find_model(a.model);
+  Engine engine(load_model(model), a.run);
+  const Config &c = engine.config();
+  const std::vector<std::string> files = expand(a.images);
+  ImageSet images{0, c.height, c.width, c.channels, {}};
+  for (const std::string &f : files) {
+    if (a.limit > 0 && images.count >= a.limit)
+      break;
+    const ImageSet one = read_images(f, c);
+    images.bytes.insert(images.bytes.end(), one.bytes.begin(), one.bytes.end());
+    images.count += one.count;
+  }
   if (a.limit > 0 && a.limit < images.count) {
     images.count = a.limit;
     images.bytes.resize(size_t(a.limit) * images.bytes_per_image());
   }
-  const std::vector<double> bpd =
-      score_images(engine, images, progress_bar(engine.config().positions()));
+  if (!a.report.json_file.empty())
+    check_output_file(a.report.json_file);
+  std::vector<double> bpd;
+  try {
+    bpd = score_images(engine, images, progress_bar(c.positions(), a.report.quiet));
+  } catch (const Interrupted &i) {
+    std::fprintf(stderr, "tarnn: interrupted (signal %d)\n", i.signal);
+    return 128 + i.signal;
+  }
   double mean = 0;
   for (double b : bpd)
     mean += b / double(bpd.size());
-  if (a.json) {
-    const nlohmann::json j = {{"model", a.model},
-                              {"images_file", a.images},
-                              {"images", images.count},
-                              {"bits_per_dim", mean},
-                              {"per_image", bpd}};
-    std::printf("%s\n", j.dump(2).c_str());
-  } else {
-    std::printf("bits/dim %.6f over %lld images\n", mean, static_cast<long long>(images.count));
-  }
+  char line[256];
+  std::snprintf(line, sizeof line, "bits/dim %.6f over %s\n", mean,
+                count_of(images.count, "image", "images").c_str());
+  nlohmann::json j = json_header("score");
+  j.update({{"model", model},
+            {"images_file", files.size() == 1 ? files[0] : ""},
+            {"files", files},
+            {"images", images.count},
+            {"bits_per_dim", mean},
+            {"per_image", bpd}});
+  a.report.emit(line, j);
   return 0;
 }
 
@@ -51,10 +111,14 @@ Command add_score(CLI::App &app) {
   CLI::App *cmd = app.add_subcommand("score", "teacher-forced bits/dim of images");
   add_model_option(cmd, a->model, kDefaultModel);
   add_run_options(cmd, a->run);
-  cmd->add_option("--images", a->images, "MNIST IDX file (idx3-ubyte) or PNG")->required();
+  cmd->add_option("--images", a->images,
+                  "IDX (MNIST's idx3-ubyte), .npy or PNG files, folders of them, or patterns "
+                  "(quoted: 'imgs/*.png')")
+      ->required()
+      ->expected(1, -1);
   add_number<int64_t>(cmd, "--limit", a->limit, "score only the first N images (0: all)", 0,
                       INT64_MAX);
-  cmd->add_flag("--json", a->json, "print JSON with per-image figures");
+  add_report_options(cmd, a->report);
   return {cmd, [a] { return run_score(*a); }};
 }
 

@@ -79,15 +79,18 @@ void forget(int slot) {
     slots[slot].state = 0;
 }
 
-extern "C" void remove_temporaries_and_die(int sig) {
+extern "C" void on_signal(int sig) { remove_temporaries_and_die(sig); }
+
+} // namespace
+
+void remove_temporaries_and_die(int sig) {
   for (Slot &s : slots)
     if (s.state.load() == 2)
       ::unlink(s.path);
   std::signal(sig, SIG_DFL);
   std::raise(sig);
+  ::_exit(128 + sig); // where the signal was blocked
 }
-
-} // namespace
 
 void remove_temporaries_on_signals() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
@@ -95,7 +98,7 @@ void remove_temporaries_on_signals() {
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN)
       continue; // ignored by whoever started us (nohup, a background job): stays ignored
     struct sigaction sa {};
-    sa.sa_handler = remove_temporaries_and_die;
+    sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     ::sigaction(sig, &sa, nullptr);
   }

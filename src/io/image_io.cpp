@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "files.h"
+#include "npy.h"
 #include "tarnn/error.h"
 #include "tarnn/io.h"
 
@@ -79,10 +80,12 @@ ImageSet read_any(const std::string &path, const Config *c) {
   ImageSet s;
   if (raw.size() >= 8 && std::memcmp(raw.data(), png_magic, 8) == 0)
     s = read_png(path, raw, c);
+  else if (is_npy(raw))
+    s = read_npy(path, raw);
   else if (raw.size() >= 4)
     s = read_idx(path, raw);
   else
-    throw Error(path + ": neither a PNG nor an IDX file (" + std::to_string(raw.size()) +
+    throw Error(path + ": neither a PNG, an IDX nor a .npy file (" + std::to_string(raw.size()) +
                 " bytes)");
   if (c)
     check_fits(path, s, *c);
@@ -96,6 +99,24 @@ ImageSet read_any(const std::string &path, const Config *c) {
 ImageSet read_images(const std::string &path, const Config &c) { return read_any(path, &c); }
 
 ImageSet read_images(const std::string &path) { return read_any(path, nullptr); }
+
+int grid_scale(int width, int height) {
+  return std::clamp(600 / std::max({width, height, 1}), 1, 8);
+}
+
+ImageSet scale_image(const ImageSet &in, int scale) {
+  if (scale <= 1)
+    return in;
+  ImageSet out{in.count, in.height * scale, in.width * scale, in.channels, {}};
+  out.bytes.resize(size_t(out.count) * out.bytes_per_image());
+  const size_t C = size_t(in.channels);
+  for (int64_t i = 0; i < in.count; ++i)
+    for (int y = 0; y < out.height; ++y)
+      for (int x = 0; x < out.width; ++x)
+        std::memcpy(&out.bytes[size_t(i) * out.bytes_per_image() + (size_t(y) * out.width + x) * C],
+                    in.image(i) + (size_t(y / scale) * in.width + size_t(x / scale)) * C, C);
+  return out;
+}
 
 int grid_columns(int64_t count) {
   int cols = int(std::ceil(std::sqrt(double(std::max<int64_t>(count, 1)))));

@@ -2,6 +2,9 @@
 #include <cmath>
 #include <random>
 #include <set>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
 
 #include "safetensors.h"
 #include "tarnn/error.h"
@@ -66,6 +69,39 @@ void append(std::vector<float> &dst, const std::vector<float> &src) {
 }
 
 } // namespace
+
+std::string find_model(const std::string &name) {
+  auto is_model = [](const std::string &d) {
+    struct stat st {};
+    return ::stat((d + "/config.json").c_str(), &st) == 0;
+  };
+  if (name.empty())
+    throw Error("--model is empty");
+  if (is_model(name) || name[0] == '/')
+    return name; // an absolute path is taken as it is: load_model says what is wrong with it
+  std::vector<std::string> roots;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) { // PREFIX/bin/tarnn -> PREFIX/share/tarnn/models
+    std::string dir(exe, size_t(n));
+    dir = dir.substr(0, dir.rfind('/'));
+    roots.push_back(dir.substr(0, dir.rfind('/')) + "/share/tarnn/models");
+  }
+#ifdef TARNN_MODELS_DIR
+  roots.push_back(TARNN_MODELS_DIR);
+#endif
+  const std::string last = name.substr(name.rfind('/') + 1);
+  std::string looked = "./" + name;
+  for (const std::string &root : roots)
+    for (const std::string &candidate : {root + "/" + name, root + "/" + last}) {
+      if (is_model(candidate))
+        return candidate;
+      if (looked.find(candidate) == std::string::npos)
+        looked += ", " + candidate;
+    }
+  throw Error(name + ": no model folder (config.json + model.safetensors) in " + looked,
+              Error::Kind::File);
+}
 
 Model load_model(const std::string &dir) {
   Model m;

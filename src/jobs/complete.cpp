@@ -116,14 +116,20 @@ ImageSet completion_grid(const ImageSet &images, const std::vector<int64_t> &ind
   const int G = C == 1 ? 3 : C; // grayscale goes to RGB so the occlusion can be tinted
   const int n = int(index.size()), cols = samples + 2;
   const size_t T = size_t(H) * W * C;
-  ImageSet g{1, n * H + (n + 1) * pad, cols * W + (cols + 1) * pad, G, {}};
+  // The original stands apart from the completions: a wider light band before its column.
+  const int band = 3 * pad;
+  ImageSet g{1, n * H + (n + 1) * pad, cols * W + (cols + 1) * pad + band, G, {}};
   g.bytes.assign(size_t(g.height) * g.width * G, 64);
+  for (int y = 0; y < g.height; ++y)
+    for (int x = 0; x < band; ++x)
+      for (int j = 0; j < G; ++j)
+        g.bytes[(size_t(y) * g.width + pad + (cols - 1) * (W + pad) + x) * G + j] = 176;
+  auto left = [&](int col) { return pad + col * (W + pad) + (col == cols - 1 ? band : 0); };
   // Draws image `src` into cell (row, col); with `mask`, unknown bytes are shown as occluded.
   auto draw = [&](int row, int col, const uint8_t *src, const uint8_t *mask) {
     for (int y = 0; y < H; ++y)
       for (int x = 0; x < W; ++x) {
-        uint8_t *px =
-            &g.bytes[(size_t(pad + row * (H + pad) + y) * g.width + pad + col * (W + pad) + x) * G];
+        uint8_t *px = &g.bytes[(size_t(pad + row * (H + pad) + y) * g.width + left(col) + x) * G];
         const size_t at = (size_t(y) * W + x) * C;
         if (C == 1) {
           const bool hidden = mask && !mask[at];

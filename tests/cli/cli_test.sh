@@ -23,12 +23,12 @@ expect_error "subcommand" "$TARNN"
 expect_error "name an output" "$TARNN" sample --model "$SMALL"
 
 # --- sampling
-expect_ok "$TARNN" sample --model "$SMALL" -n 6 --seed 3 --batch 4 --threads 2 -o "$work/g1.png" --out-dir "$work/d1"
+expect_ok "$TARNN" sample --model "$SMALL" -n 6 --seed 3 --batch 4 --threads 2 -o "$work/g1.png" --out-dir "$work/d1" --scale 1
 expect_eq "$(png_size "$work/g1.png")" "20x16" "grid of 6 images of 4x5 (3 columns, 2 pixels apart)"
 expect_eq "$(ls "$work/d1" | wc -l)" "6" "one PNG per image"
-expect_ok "$TARNN" sample --model "$SMALL" -n 6 --seed 3 --batch 1 --threads 1 -o "$work/g2.png"
+expect_ok "$TARNN" sample --model "$SMALL" -n 6 --seed 3 --batch 1 --threads 1 -o "$work/g2.png" --scale 1
 cmp -s "$work/g1.png" "$work/g2.png" && ok || bad "same seed, other batch and threads: other images"
-expect_ok "$TARNN" sample --model "$SMALL" -n 6 --seed 4 -o "$work/g3.png"
+expect_ok "$TARNN" sample --model "$SMALL" -n 6 --seed 4 -o "$work/g3.png" --scale 1
 cmp -s "$work/g1.png" "$work/g3.png" && bad "another seed gave the same images" || ok
 expect_ok "$TARNN" sample --model "$SMALL" -n 2 --first 4 --seed 3 -o "$work/g4.png" --out-dir "$work/d4"
 cmp -s "$work/d1/00000005.png" "$work/d4/00000005.png" && ok || bad "--first 4: image 5 differs"
@@ -41,7 +41,7 @@ expect_error "(the state S and z of every image) needs" "$TARNN" sample --model 
 expect_error "--batch must be in" "$TARNN" sample --model "$MNIST" -n 1 --batch 2000000000 -o "$work/none.png"
 expect_error "--threads must be in [0, 1024]" "$TARNN" sample --model "$SMALL" --threads -1 -o "$work/none.png"
 # --batch 0 and --threads 0 mean the defaults (256 images, every core), as in every subcommand
-expect_ok "$TARNN" sample --model "$SMALL" -n 6 --seed 3 --batch 0 --threads 0 -o "$work/g0.png"
+expect_ok "$TARNN" sample --model "$SMALL" -n 6 --seed 3 --batch 0 --threads 0 -o "$work/g0.png" --scale 1
 cmp -s "$work/g1.png" "$work/g0.png" && ok || bad "--batch 0 --threads 0: other images"
 expect_error "cannot write" "$TARNN" sample --model "$SMALL" -n 1 -o "$work/no/such/dir/g.png"
 expect_error "not available" "$TARNN" sample --model "$SMALL" --device tpu -o "$work/none.png"
@@ -62,7 +62,7 @@ head -c 100 "$SMALL/inputs-idx-ubyte" >"$work/trunc-idx"
 expect_error "truncated" "$TARNN" score --model "$SMALL" --images "$work/trunc-idx"
 expect_error "cannot open" "$TARNN" score --model "$SMALL" --images "$work/missing"
 # PNG input: a sampled 28x28 image scores; the 28x28 model refuses a grid and an RGB image
-expect_ok "$TARNN" sample --model "$MNIST" -n 1 --seed 1 -o "$work/m.png" --out-dir "$work/dm"
+expect_ok "$TARNN" sample --model "$MNIST" -n 1 --seed 1 -o "$work/m.png" --out-dir "$work/dm" --scale 1
 expect_ok "$TARNN" score --model "$MNIST" --images "$work/dm/00000000.png"
 expect_eq "$(png_size "$work/m.png")" "32x32" "grid of one 28x28 image"
 expect_error "images are 32x32 with 1 channel, the model wants 28x28" "$TARNN" score --model "$MNIST" --images "$work/m.png"
@@ -80,13 +80,13 @@ expect_error "PNG has 3 channels, the model wants 1" "$TARNN" score --model "$MN
 expect_ok "$TARNN" info --model "$MNIST"
 grep -q "parameters      6459294" "$work/out" && ok || bad "info: parameter count"
 grep -q "state per image 270336 bytes" "$work/out" && ok || bad "info: state bytes"
-expect_ok "$TARNN" bench --model "$SMALL" --batch 4 --steps 3 --threads 1 --json "$work/b.json"
+expect_ok "$TARNN" bench --model "$SMALL" --batch 4 --steps 3 --threads 1 --json-file "$work/b.json"
 grep -q "extrapolated from 3 of 39 positions" "$work/out" && ok || bad "bench does not say it extrapolated"
 $PY -c "
 import json, sys
 j = json.load(open('$work/b.json'))
-need = ['machine', 'attention', 'batch', 'positions', 'steps_measured', 'extrapolated', 'images_per_second', 'ms_per_step', 'gflops_achieved', 'state_bytes_per_image']
-sys.exit(not (all(k in j for k in need) and j['extrapolated'] and j['images_per_second'] > 0))" && ok || bad "bench JSON fields"
+need = ['schema_version', 'tarnn_version', 'git_commit', 'time', 'machine', 'attention', 'batch', 'positions', 'steps_measured', 'extrapolated', 'images_per_second', 'seconds_per_step', 'gflops_achieved', 'memory_bytes_per_image']
+sys.exit(not (all(k in j for k in need) and j['extrapolated'] and j['images_per_second'] > 0 and j['schema_version'] == 2 and 'ms_per_step' not in j))" && ok || bad "bench JSON fields"
 expect_error "--steps must be" "$TARNN" bench --model "$SMALL" --steps -2
 expect_error "--shape" "$TARNN" bench --shape imagenet
 
@@ -99,8 +99,8 @@ import json, sys
 path, attention, steps, L, memory, state = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
 j = json.load(open(path))
 need = ['machine', 'attention', 'batch', 'positions', 'steps_measured', 'extrapolated',
-        'images_per_second', 'ms_per_step', 'gflops_achieved', 'state_bytes_per_image',
-        'memory_bytes_per_image', 'peak_gflops', 'peak_fraction', 'step_times',
+        'images_per_second', 'seconds_per_step', 'gflops_achieved', 'memory_bytes_per_image',
+        'peak_gflops', 'peak_fraction', 'step_times',
         'seconds_full_length', 'gflop_per_image']
 missing = [k for k in need if k not in j]
 assert not missing, f"missing {missing}"
@@ -118,7 +118,7 @@ checks = {
     'step times': all(s > 0 for t, s in j['step_times']),
     'images/s': j['images_per_second'] > 0 and j['gflops_achieved'] > 0 and j['peak_gflops'] > 0,
     'memory': j['memory_bytes_per_image'] == memory if memory else j['memory_bytes_per_image'] > 0,
-    'state': j['state_bytes_per_image'] == state,
+    'state': j.get('linear_state_bytes_per_image', j['memory_bytes_per_image']) == state,
 }
 bad = [k for k, ok in checks.items() if not ok]
 assert not bad, f"wrong {bad}: {json.dumps({k: v for k, v in j.items() if k != 'step_times'})}"
@@ -127,19 +127,19 @@ PYEOF
 # small: L = 39; state 2 layers x 3 heads x (36 + 6) floats; KV 2 x 39 x 2 layers x 18 floats
 for a in linear softmax softmax-recompute; do
   mem=$([ $a = linear ] && echo 1008 || ([ $a = softmax ] && echo 11232 || echo 0))
-  expect_ok "$TARNN" bench --model "$SMALL" --attention $a --batch 3 --steps 3 --threads 2 --json "$work/b-$a.json"
+  expect_ok "$TARNN" bench --model "$SMALL" --attention $a --batch 3 --steps 3 --threads 2 --json-file "$work/b-$a.json"
   grep -q "extrapolated from 3 of 39 positions" "$work/out" && ok || bad "bench --attention $a does not say it extrapolated"
   bench_json "$work/b-$a.json" $a 3 39 $mem 1008 && ok || bad "bench --attention $a JSON"
-  expect_ok "$TARNN" bench --model "$SMALL" --attention $a --batch 2 --steps 0 --json "$work/b-$a-all.json"
+  expect_ok "$TARNN" bench --model "$SMALL" --attention $a --batch 2 --steps 0 --json-file "$work/b-$a-all.json"
   grep -q "all positions measured" "$work/out" && ok || bad "bench --attention $a --steps 0 does not say all were measured"
   bench_json "$work/b-$a-all.json" $a 39 39 $mem 1008 && ok || bad "bench --attention $a --steps 0 JSON"
 done
 # the paper's shapes with random weights: MNIST's KV cache is 47x its state; CIFAR-10 is 3071 long
-expect_ok "$TARNN" bench --shape mnist --attention softmax --batch 1 --steps 2 --json "$work/b-m.json"
+expect_ok "$TARNN" bench --shape mnist --attention softmax --batch 1 --steps 2 --json-file "$work/b-m.json"
 bench_json "$work/b-m.json" softmax 2 783 12828672 270336 && ok || bad "bench --shape mnist softmax JSON"
-expect_ok "$TARNN" bench --shape mnist --attention softmax-recompute --batch 1 --steps 2 --json "$work/b-mr.json"
+expect_ok "$TARNN" bench --shape mnist --attention softmax-recompute --batch 1 --steps 2 --json-file "$work/b-mr.json"
 bench_json "$work/b-mr.json" softmax-recompute 2 783 0 270336 && ok || bad "bench --shape mnist softmax-recompute JSON"
-expect_ok "$TARNN" bench --shape cifar10 --batch 2 --steps 2 --json "$work/b-c.json"
+expect_ok "$TARNN" bench --shape cifar10 --batch 2 --steps 2 --json-file "$work/b-c.json"
 bench_json "$work/b-c.json" linear 2 3071 540672 540672 && ok || bad "bench --shape cifar10 JSON"
 expect_ok "$TARNN" bench --model "$MNIST" --attention softmax --batch 1 --steps 2
 expect_error "--attention" "$TARNN" bench --model "$SMALL" --attention quadratic
@@ -155,7 +155,7 @@ expect_error "of KV cache needs" "$TARNN" bench --shape cifar10 --attention soft
 # sanitizers: 2 minutes there, and the same code as the MNIST-size runs above)
 if [ -d "$SRC/models/mnist" ] && [ -z "${TARNN_TEST_SANITIZED:-}" ]; then
   expect_ok "$TARNN" sample --model "$SRC/models/mnist" -n 64 --seed 1 -o "$work/digits.png"
-  expect_eq "$(png_size "$work/digits.png")" "242x242" "8x8 grid of 28x28 digits"
+  expect_eq "$(png_size "$work/digits.png")" "484x484" "8x8 grid of 28x28 digits, scaled 2x"
 fi
 
 finish

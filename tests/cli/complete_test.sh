@@ -54,8 +54,8 @@ done
 
 # --- the grid: 3 images x 3 samples of 5x4 -> rows of 5 cells (occluded, 3, original)
 expect_ok "$TARNN" complete --model "$SMALL" --images "$SMALL/inputs-idx-ubyte" --index 0-2 \
-  --samples 3 --keep-rows 2 --seed 1 -o "$work/s.png" --out-dir "$work/sd"
-expect_eq "$(png_size "$work/s.png")" "32x23" "grid of 3 rows of 5 cells of 4x5, 2 pixels apart"
+  --samples 3 --keep-rows 2 --seed 1 -o "$work/s.png" --out-dir "$work/sd" --scale 1
+expect_eq "$(png_size "$work/s.png")" "38x23" "grid of 3 rows of 5 cells of 4x5, 2 pixels apart, a 6-pixel band"
 expect_eq "$(ls "$work/sd" | wc -l)" "9" "one PNG per completion"
 grep -q "3 images x 3 samples (16 of 40 bytes known)" "$work/out" && ok || bad "summary line: $(cat "$work/out")"
 # same seed, other batch and threads, other selection around image 1: the same completions
@@ -75,8 +75,8 @@ png.write('$work/bad-mask.png', 27, 28, 1, bytes(27 * 28))"
 for m in board hole; do
   rm -rf "$work/md"
   expect_ok "$TARNN" complete --model "$MNIST" --images "$MNIST/inputs-idx-ubyte" --index 0-1 \
-    --samples 2 --mask "$work/$m.png" --seed 5 --threads 2 -o "$work/m-$m.png" --out-dir "$work/md"
-  expect_eq "$(png_size "$work/m-$m.png")" "122x62" "MNIST grid: 2 rows of 4 cells of 28x28"
+    --samples 2 --mask "$work/$m.png" --seed 5 --threads 2 -o "$work/m-$m.png" --out-dir "$work/md" --scale 1
+  expect_eq "$(png_size "$work/m-$m.png")" "128x62" "MNIST grid: 2 rows of 4 cells of 28x28 and the band"
   $PY - "$MNIST/inputs-idx-ubyte" "$work/$m.png" "$work/md" <<'PYEOF' && ok || bad "$m: known pixels changed"
 import os, sys, png
 idx = open(sys.argv[1], "rb").read()[16:]
@@ -127,7 +127,7 @@ ls -a "$work" | grep -q '\.tmp-' && bad "a temporary file was left behind: $(ls 
 if [ -d "$SRC/models/mnist" ] && [ -f "$SRC/data/mnist/test-images-idx3-ubyte" ]; then
   expect_ok "$TARNN" complete --model "$SRC/models/mnist" --images "$SRC/data/mnist/test-images-idx3-ubyte" \
     --index 0-3 --keep-rows 14 --samples 2 --seed 1 -o "$work/digits.png"
-  expect_eq "$(png_size "$work/digits.png")" "122x122" "4 rows of 4 cells of 28x28"
+  expect_eq "$(png_size "$work/digits.png")" "512x488" "4 rows of 4 cells of 28x28 and the band, scaled 4x"
 fi
 
 finish

@@ -13,11 +13,13 @@ for f in bin/tarnn include/tarnn/tarnn.h include/tarnn/run.h lib/libtarnn.a \
   [ -e "$prefix/$f" ] && ok || bad "not installed: $f"
 done
 expect_ok "$prefix/bin/tarnn" --version
+# an installed model by its name, from any folder
+(cd / && "$prefix/bin/tarnn" info --model mnist) >"$work/out" 2>"$work/err" && grep -q "share/tarnn/models/mnist" "$work/out" && ok || bad "--model mnist from /: $(cat "$work/err")"
 expect_ok cmake -S "$SRC/tests/install/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_BUILD_TYPE=Release
 expect_ok cmake --build "$work/consumer"
 expect_ok "$work/consumer/consumer" "$SMALL" "$work/lib.png"
-expect_ok "$prefix/bin/tarnn" sample --model "$SMALL" -n 4 --seed 1 -o "$work/cmd.png"
+expect_ok "$prefix/bin/tarnn" sample --model "$SMALL" -n 4 --seed 1 -o "$work/cmd.png" --scale 1
 cmp -s "$work/lib.png" "$work/cmd.png" && ok || bad "the library's images differ from the command's"
 # the Python module, where this build has it: where Debian's python3 looks under the prefix
 if [ -e "$BUILD/python/tarnn.pyi" ]; then

@@ -272,7 +272,7 @@ TEST(Grid, Figure3Layout) {
   ImageSet done{2 * K, 28, 28, 1, std::vector<uint8_t>(size_t(2 * K) * 784, 77)};
   const ImageSet g = completion_grid(in, {2, 0}, known, done, K);
   EXPECT_EQ(g.channels, 3); // grayscale goes to RGB so the occlusion can be tinted
-  EXPECT_EQ(g.width, (K + 2) * 28 + (K + 3) * 2);
+  EXPECT_EQ(g.width, (K + 2) * 28 + (K + 3) * 2 + 6); // 6: the band before the original
   EXPECT_EQ(g.height, 2 * 28 + 3 * 2);
   auto at = [&](int x, int y, int ch) { return g.bytes[(size_t(y) * g.width + x) * 3 + ch]; };
   // row 1 holds image 0: occluded cell (known top: grey; unknown bottom: dim red), completions,
@@ -283,6 +283,7 @@ TEST(Grid, Figure3Layout) {
   EXPECT_EQ(at(2 + 5, y0 + 20, 0), 120);
   EXPECT_EQ(at(2 + 5, y0 + 20, 1), 0);
   EXPECT_EQ(at(2 + 30 + 5, y0 + 20, 2), 77);
-  EXPECT_EQ(at(2 + 3 * 30 + 5, y0 + 20, 2), in.bytes[20 * 28 + 5]);
+  EXPECT_EQ(at(2 + 3 * 30 + 6 + 5, y0 + 20, 2), in.bytes[20 * 28 + 5]);
+  EXPECT_EQ(at(2 + 3 * 30 + 2, y0 + 20, 0), 176); // the band
   EXPECT_EQ(at(0, 0, 0), 64); // padding
 }

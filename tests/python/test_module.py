@@ -161,7 +161,7 @@ def test_ctrl_c_stops_a_run_and_the_model_stays_usable(mnist):
 
 
 def test_grid_and_write_png_are_the_commands(small, tmp_path):
-    run("sample", "--model", SMALL, "-n", 6, "--seed", 3, "-o", tmp_path / "cmd.png")
+    run("sample", "--model", SMALL, "-n", 6, "--seed", 3, "-o", tmp_path / "cmd.png", "--scale", 1)
     g = tarnn.grid(small.sample(6, seed=3))
     tarnn.write_png(str(tmp_path / "py.png"), g)
     assert (tmp_path / "py.png").read_bytes() == (tmp_path / "cmd.png").read_bytes()

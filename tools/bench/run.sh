@@ -12,7 +12,7 @@ run() { # NAME ARGS...
   shift
   if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " == *" $name "* ]]; then return; fi
   echo "== $name: tarnn bench $*"
-  "$TARNN" bench "$@" --threads 2 --json "$out/$name.json" | tee "$out/$name.txt"
+  "$TARNN" bench "$@" --threads 2 --json-file "$out/$name.json" --quiet | tee "$out/$name.txt"
 }
 want=("$@")
 

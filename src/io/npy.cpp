@@ -1,0 +1,185 @@
+// NumPy .npy files of uint8 images (format version 1.0: a magic, a little-endian header length,
+// a Python dict literal, padding to 64 bytes, then the data in C order): read for score, written
+// chunk by chunk for sample --npy (include/tarnn/io.h: NpyWriter).
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "npy.h"
+#include "tarnn/error.h"
+#include "tarnn/io.h"
+
+namespace tarnn {
+
+namespace {
+
+const char kMagic[] = "\x93NUMPY";
+
+std::string os_error(const std::string &path, const char *what) {
+  return path + ": " + what + ": " + std::strerror(errno);
+}
+
+// The header (magic to newline) of a (n, h, w, c) uint8 array, padded to a multiple of 64.
+std::string npy_header(int64_t n, int h, int w, int c) {
+  std::string dict = "{'descr': '|u1', 'fortran_order': False, 'shape': (" + std::to_string(n) +
+                     ", " + std::to_string(h) + ", " + std::to_string(w) + ", " +
+                     std::to_string(c) + "), }";
+  size_t total = 10 + dict.size() + 1;
+  dict.append((64 - total % 64) % 64, ' ');
+  dict += '\n';
+  std::string out(kMagic, 6);
+  out += '\x01';
+  out += '\x00';
+  out += char(dict.size() & 0xff);
+  out += char(dict.size() >> 8);
+  return out + dict;
+}
+
+// The integers of "'shape': (a, b, ...)" in a header dict; Error unless 1 to 8 of them.
+std::vector<int64_t> shape_of(const std::string &path, const std::string &dict) {
+  const size_t at = dict.find("'shape':");
+  const size_t open = dict.find('(', at), close = dict.find(')', open);
+  if (at == std::string::npos || open == std::string::npos || close == std::string::npos)
+    throw Error(path + ": .npy header has no shape");
+  std::vector<int64_t> shape;
+  const std::string inside = dict.substr(open + 1, close - open - 1);
+  size_t i = 0;
+  while (i < inside.size()) {
+    while (i < inside.size() && (inside[i] == ' ' || inside[i] == ','))
+      ++i;
+    if (i == inside.size())
+      break;
+    size_t j = i;
+    while (j < inside.size() && inside[j] >= '0' && inside[j] <= '9')
+      ++j;
+    if (j == i || j - i > 12)
+      throw Error(path + ": .npy shape is not a tuple of sizes");
+    shape.push_back(std::stoll(inside.substr(i, j - i)));
+    i = j;
+  }
+  if (shape.empty() || shape.size() > 8)
+    throw Error(path + ": .npy shape has " + std::to_string(shape.size()) + " dimensions");
+  return shape;
+}
+
+} // namespace
+
+bool is_npy(const std::vector<uint8_t> &raw) {
+  return raw.size() >= 6 && std::memcmp(raw.data(), kMagic, 6) == 0;
+}
+
+ImageSet read_npy(const std::string &path, const std::vector<uint8_t> &raw) {
+  if (raw.size() < 10)
+    throw Error(path + ": truncated .npy header");
+  const int major = raw[6];
+  const size_t len_bytes = major == 1 ? 2 : 4;
+  if (major < 1 || major > 3 || raw.size() < 8 + len_bytes)
+    throw Error(path + ": .npy format version " + std::to_string(major) + " is not supported");
+  size_t header = 0;
+  for (size_t i = 0; i < len_bytes; ++i)
+    header |= size_t(raw[8 + i]) << (8 * i);
+  const size_t data = 8 + len_bytes + header;
+  if (header > (1 << 20) || data > raw.size())
+    throw Error(path + ": truncated .npy header");
+  const std::string dict(raw.begin() + long(8 + len_bytes), raw.begin() + long(data));
+  if (dict.find("'descr': '|u1'") == std::string::npos &&
+      dict.find("'descr': '<u1'") == std::string::npos)
+    throw Error(path + ": .npy holds another type than uint8 (tarnn reads image bytes)");
+  if (dict.find("'fortran_order': False") == std::string::npos)
+    throw Error(path + ": .npy is in Fortran order (save it in C order)");
+  const std::vector<int64_t> shape = shape_of(path, dict);
+  if (shape.size() != 3 && shape.size() != 4)
+    throw Error(path + ": .npy holds " + std::to_string(shape.size()) +
+                " dimensions, not images (n, h, w) or (n, h, w, c)");
+  ImageSet s;
+  s.count = shape[0];
+  s.height = int(std::min<int64_t>(shape[1], 1 << 20));
+  s.width = int(std::min<int64_t>(shape[2], 1 << 20));
+  s.channels = shape.size() == 4 ? int(std::min<int64_t>(shape[3], 1 << 20)) : 1;
+  if (shape[1] > 65536 || shape[2] > 65536 || (shape.size() == 4 && shape[3] > 4))
+    throw Error(path + ": .npy image dimensions out of range");
+  const unsigned __int128 want =
+      (unsigned __int128)uint64_t(s.count) * uint64_t(s.height) * uint64_t(s.width) * s.channels;
+  const uint64_t have = raw.size() - data;
+  if (want != have)
+    throw Error(path + ": " + (have < want ? "truncated" : "trailing bytes") +
+                ": its shape needs " + std::to_string(uint64_t(want)) +
+                " bytes of images, the file holds " + std::to_string(have));
+  s.bytes.assign(raw.begin() + long(data), raw.end());
+  return s;
+}
+
+NpyWriter::NpyWriter(const std::string &path, int64_t n, int height, int width, int channels,
+                     int64_t resume_from)
+    : path_(path), n_(n), per_image_(int64_t(height) * width * channels) {
+  const std::string head = npy_header(n, height, width, channels);
+  header_ = head.size();
+  const std::string part = partial();
+  struct stat st {};
+  const bool exists = ::stat(part.c_str(), &st) == 0;
+  if (resume_from > 0 && !exists)
+    throw Error(part + ": not there to resume from", Error::Kind::File);
+  if (resume_from > 0) {
+    fd_ = ::open(part.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd_ < 0)
+      throw Error(os_error(part, "cannot open to resume"), Error::Kind::File);
+    std::string on_disk(header_, '\0');
+    if (::pread(fd_, on_disk.data(), header_, 0) != ssize_t(header_) || on_disk != head)
+      throw Error(part + ": not the partial output of this run (another shape or not a .npy)");
+    const int64_t have = (int64_t(st.st_size) - int64_t(header_)) / per_image_;
+    if (have < resume_from || resume_from > n)
+      throw Error(part + ": holds " + std::to_string(have) + " images, fewer than the " +
+                  std::to_string(resume_from) + " its run recorded");
+    done_ = resume_from; // images past it (written, not yet recorded) are written again
+    return;
+  }
+  fd_ = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+  if (fd_ < 0)
+    throw Error(os_error(part, "cannot write"), Error::Kind::File);
+  if (::write(fd_, head.data(), head.size()) != ssize_t(head.size()))
+    throw Error(os_error(part, "cannot write"), Error::Kind::File);
+}
+
+NpyWriter::~NpyWriter() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+void NpyWriter::append(const uint8_t *bytes, int64_t count) {
+  if (count < 0 || done_ + count > n_)
+    throw Error(path_ + ": more images than the " + std::to_string(n_) + " of its shape");
+  const size_t size = size_t(count) * size_t(per_image_);
+  off_t at = off_t(header_) + off_t(done_) * off_t(per_image_);
+  for (size_t written = 0; written < size;) {
+    const ssize_t w = ::pwrite(fd_, bytes + written, size - written, at);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0) {
+      if (w == 0)
+        errno = ENOSPC;
+      throw Error(os_error(partial(), "cannot write"), Error::Kind::File);
+    }
+    written += size_t(w);
+    at += w;
+  }
+  if (::fdatasync(fd_) != 0) // what done() counts is on the disk: a resume may trust it
+    throw Error(os_error(partial(), "cannot write (sync)"), Error::Kind::File);
+  done_ += count;
+}
+
+void NpyWriter::finish() {
+  if (done_ != n_)
+    throw Error(path_ + ": " + std::to_string(done_) + " of " + std::to_string(n_) +
+                " images written");
+  if (::ftruncate(fd_, off_t(header_) + off_t(n_) * off_t(per_image_)) != 0 || ::fsync(fd_) != 0)
+    throw Error(os_error(partial(), "cannot write (sync)"), Error::Kind::File);
+  ::close(fd_);
+  fd_ = -1;
+  if (::rename(partial().c_str(), path_.c_str()) != 0)
+    throw Error(os_error(path_, "cannot write"), Error::Kind::File);
+}
+
+} // namespace tarnn

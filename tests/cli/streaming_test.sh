@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Streamed outputs, resuming, shards, JSON on every command, progress and names (issue 17).
+# usage: streaming_test.sh TARNN SOURCE_DIR
+TARNN=$1
+SRC=$2
+source "$(dirname "$0")/cli_lib.sh"
+need_mnist
+
+# --- memory does not grow with -n: peak RSS of 200,000 images within 10% of 2,000's
+peak() { # the peak resident set (KB) of the command, as the kernel counted it
+  $PY -c "
+import resource, subprocess, sys
+subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)" "$@"
+}
+small_rss=$(peak "$TARNN" sample --model "$SMALL" -n 2000 --npy "$work/a.npy" --quiet) || bad "sample -n 2000 --npy"
+big_rss=$(peak "$TARNN" sample --model "$SMALL" -n 200000 --npy "$work/b.npy" --quiet) || bad "sample -n 200000 --npy"
+echo "peak RSS: -n 2000 ${small_rss} KB, -n 200000 ${big_rss} KB"
+$PY -c "import sys; sys.exit(not ($big_rss <= 1.10 * $small_rss))" && ok || bad "peak memory grew with -n: $small_rss KB -> $big_rss KB"
+$PY -c "
+import numpy as np, sys
+a = np.load('$work/b.npy'); sys.exit(not (a.shape == (200000, 5, 4, 2) and a.dtype == np.uint8))" && ok || bad ".npy shape"
+[ ! -e "$work/b.npy.partial" ] && [ ! -e "$work/b.npy.partial.json" ] && ok || bad "a finished run left its partial files"
+expect_ok "$TARNN" score --model "$SMALL" --images "$work/a.npy" --limit 10 # tarnn reads its .npy
+
+# --- an interrupted run says how far it got, and --resume gives the bytes of an uninterrupted one
+set -m # background runs start with SIGINT at its default
+expect_ok "$TARNN" sample --model "$MNIST" -n 40 --seed 9 --npy "$work/whole.npy" --out-dir "$work/whole" --batch 2 --threads 1 --quiet
+for attempt in 1 2 3; do
+  rm -rf "$work/part.npy"* "$work/part"
+  "$TARNN" sample --model "$MNIST" -n 40 --seed 9 --npy "$work/part.npy" --out-dir "$work/part" --batch 2 --threads 1 >"$work/out" 2>"$work/err" &
+  pid=$!
+  for _ in $(seq 200); do [ -s "$work/part.npy.partial.json" ] && break; sleep 0.05; done
+  kill -INT $pid
+  wait $pid
+  rc=$?
+  [ $rc -eq 130 ] && break # interrupted mid-run (not after the end)
+done
+[ $rc -eq 130 ] && ok || bad "interrupted run: exit $rc"
+grep -qE "interrupted \(signal 2\): [0-9]+ of 40 images written; the same command with --resume" "$work/err" && ok || bad "interrupted run: $(cat "$work/err")"
+[ ! -e "$work/part.npy" ] && [ -e "$work/part.npy.partial" ] && ok || bad "an interrupted .npy must stay partial"
+expect_ok "$TARNN" sample --model "$MNIST" -n 40 --seed 9 --npy "$work/part.npy" --out-dir "$work/part" --batch 2 --threads 1 --resume --json
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (0 < j['resumed_at'] < 40))" && ok || bad "--resume did not resume: $(cat "$work/out")"
+cmp -s "$work/whole.npy" "$work/part.npy" && ok || bad "--resume: other bytes than an uninterrupted run"
+diff -r "$work/whole" "$work/part" >/dev/null && ok || bad "--resume: other --out-dir files"
+set +m
+echo '{"model": "x", "done": 1}' >"$work/r.npy.partial.json"
+expect_error "written by another run" "$TARNN" sample --model "$SMALL" -n 8 --seed 1 --npy "$work/r.npy" --resume
+expect_error "a grid alone is not resumable" "$TARNN" sample --model "$SMALL" -n 8 -o "$work/g.png" --resume
+expect_error "a grid is a .png" "$TARNN" sample --model "$SMALL" -n 8 -o "$work/g.jpg"
+expect_error "must end in .npy" "$TARNN" sample --model "$SMALL" -n 8 --npy "$work/g.bin"
+
+# --- shards: N contiguous ranges, merged, are one run, byte for byte
+expect_ok "$TARNN" sample --model "$SMALL" -n 1000 --seed 4 --first 7 --npy "$work/one.npy" --quiet
+for k in 0 1 2; do
+  expect_ok "$TARNN" sample --model "$SMALL" -n 1000 --seed 4 --first 7 --shard $k/3 --npy "$work/shard-$k.npy" --quiet
+done
+expect_ok $PY "$SRC/tools/merge_npy.py" "$work/merged.npy" "$work"/shard-{0,1,2}.npy
+cmp -s "$work/one.npy" "$work/merged.npy" && ok || bad "3 shards merged differ from one run"
+expect_error "--shard must be K/N" "$TARNN" sample --model "$SMALL" -n 10 --shard 3/3 --npy "$work/x.npy"
+expect_error "holds no image" "$TARNN" sample --model "$SMALL" -n 2 --shard 0/3 --npy "$work/x.npy"
+# the GNU parallel recipe of docs/SCALE.md, where parallel is installed
+if command -v parallel >/dev/null; then
+  expect_ok parallel --will-cite -j 2 "$TARNN" sample --model "$SMALL" -n 1000 --seed 4 --first 7 --shard {}/4 --npy "$work/p-{}.npy" --quiet ::: 0 1 2 3
+  expect_ok $PY "$SRC/tools/merge_npy.py" "$work/p.npy" "$work"/p-{0,1,2,3}.npy
+  cmp -s "$work/one.npy" "$work/p.npy" && ok || bad "GNU parallel shards merged differ from one run"
+else
+  echo "GNU parallel recipe skipped: no parallel here"
+fi
+
+# --- score reads folders, several files and patterns; errors name the path
+expect_ok "$TARNN" sample --model "$SMALL" -n 5 --seed 2 --out-dir "$work/five" --npy "$work/five.npy" --quiet
+expect_ok "$TARNN" score --model "$SMALL" --images "$work/five" --json
+folder=$($PY -c "import json; print(json.load(open('$work/out'))['bits_per_dim'])")
+expect_ok "$TARNN" score --model "$SMALL" --images "$work/five.npy" --json
+whole=$($PY -c "import json; print(json.load(open('$work/out'))['bits_per_dim'])")
+expect_eq "$folder" "$whole" "a folder of PNGs scores as the .npy of the same images"
+expect_ok "$TARNN" score --model "$SMALL" --images "$work/five/*.png" "$work/five.npy" --json
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['images'] == 10 and len(j['files']) == 6))" && ok || bad "a pattern and a file"
+expect_error "no file matches" "$TARNN" score --model "$SMALL" --images "$work/none/*.png"
+
+# --- --json on every command: JSON on stdout, nothing else there; --json-file the same
+for cmd in "sample --model $SMALL -n 2 --out-dir $work/j" "score --model $SMALL --images $SMALL/inputs-idx-ubyte" \
+           "complete --model $SMALL --images $SMALL/inputs-idx-ubyte -o $work/j.png" "info --model $SMALL" \
+           "bench --model $SMALL --batch 2 --steps 2"; do
+  # shellcheck disable=SC2086
+  "$TARNN" $cmd --json --json-file "$work/j.json" >"$work/out" 2>"$work/err" || bad "$cmd --json failed: $(cat "$work/err")"
+  $PY -c "
+import json, sys
+j = json.load(open('$work/out'))
+sys.exit(not (j['schema_version'] == 2 and j['tarnn_version'] and j['time'] and json.load(open('$work/j.json')) == j))" && ok || bad "$cmd --json: $(head -c 300 "$work/out")"
+done
+
+# --- progress: count, rate and ETA on a terminal; nothing with --quiet
+script -qec "$TARNN sample --model $MNIST -n 4 --batch 2 --threads 1 --out-dir $work/pr" /dev/null >"$work/tty" 2>&1
+grep -qE "[0-9]+/4 images +[0-9.]+ images/s +(ETA [0-9]+:[0-9]{2}:[0-9]{2}|in [0-9]+ s)" "$work/tty" && ok || bad "no progress with ETA: $(tr '\r' '\n' <"$work/tty" | tail -3)"
+script -qec "$TARNN sample --model $MNIST -n 2 --quiet --out-dir $work/pq" /dev/null >"$work/tty" 2>&1
+grep -q "ETA" "$work/tty" && bad "--quiet drew progress" || ok
+
+# --- names: "1 image"; a model found by name where it is installed (tests/install)
+expect_ok "$TARNN" sample --model "$SMALL" -n 1 --out-dir "$work/one"
+grep -q "^1 image in" "$work/out" && ok || bad "'1 image': $(cat "$work/out")"
+expect_error "no model folder (config.json + model.safetensors) in ./no-such-model" "$TARNN" info --model no-such-model
+
+finish
