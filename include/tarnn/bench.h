@@ -17,6 +17,11 @@ struct BenchOptions {
   std::string shape = "mnist";      // "mnist" or "cifar10": the paper's models
   std::string attention = "linear"; // "linear", "softmax" (KV cache) or "softmax-recompute"
   int steps = 0;                    // positions to time, then extrapolate; 0: every position
+  // Completion instead of generation: the paper's Figure 3 (`images` images, the top half known,
+  // `samples` completions each), with the known half prefilled and step by step, and the time to
+  // the first sampled pixel of one image.
+  bool complete = false;
+  int images = 10, samples = 4;
   RunOptions run;
   Progress progress; // (positions timed x batch, of all to time); may throw to stop
 };
@@ -41,6 +46,11 @@ struct BenchResult {
   int peak_rows = 0, peak_in = 0, peak_out = 0;
   int64_t memory_bytes_per_image = 0, state_bytes_per_image = 0;
   std::string memory_kind;
+  // complete: completions/s and the time to the first sampled pixel of one image, prefilled and
+  // step by step (the same bits)
+  int images = 0, samples = 0, known_bytes = 0;
+  double completions_per_second = 0, completions_per_second_stepwise = 0;
+  double first_pixel_seconds = 0, first_pixel_seconds_stepwise = 0;
   // cuda: the state read and written once per step, against the device's bandwidth
   double state_traffic = 0, peak_bandwidth = 0, state_bound_images_per_second = 0;
   int64_t device_bytes = 0;

@@ -60,6 +60,8 @@ BenchResult run_bench(const BenchOptions &o) {
   if (o.steps < 0)
     throw Error("--steps must be >= 0 (0: every position)");
   form_of(o.attention); // a bad name is an error before any work
+  if (o.complete)
+    return measure_complete(o);
   if (o.run.device == "cuda") {
     if (o.attention != "linear")
       throw Error("--device cuda runs linear attention; the softmax baselines run on the CPU");

@@ -22,6 +22,7 @@ double flops_at(const Config &c, Form f, int t);
 Model bench_model(const BenchOptions &o);
 
 BenchResult measure_cpu(const BenchOptions &o);
+BenchResult measure_complete(const BenchOptions &o);
 BenchResult measure_cuda(const BenchOptions &o);
 
 // The 1-minute load average now, -1 if unknown.

@@ -73,7 +73,23 @@ std::string cuda_text(const BenchResult &r) {
 
 } // namespace
 
+std::string complete_text(const BenchResult &r) {
+  return line("%s, %s, %d images x %d samples, %d of %d positions known, batch %lld, %s (load "
+              "average %.2f at the start)\n",
+              r.model.c_str(), r.device.c_str(), r.images, r.samples, r.known_bytes, r.positions,
+              static_cast<long long>(r.batch), r.cpu.c_str(), r.load_average) +
+         line("  completions/s     %.4g prefilled, %.4g step by step: %.2fx\n",
+              r.completions_per_second, r.completions_per_second_stepwise,
+              r.completions_per_second / r.completions_per_second_stepwise) +
+         line("  first pixel       %.4g s prefilled, %.4g s step by step: %.1fx sooner (one "
+              "image, batch 1)\n",
+              r.first_pixel_seconds, r.first_pixel_seconds_stepwise,
+              r.first_pixel_seconds_stepwise / r.first_pixel_seconds);
+}
+
 std::string bench_text(const BenchResult &r) {
+  if (r.images > 0)
+    return complete_text(r);
   return r.device == "cuda" ? cuda_text(r) : cpu_text(r);
 }
 
@@ -106,7 +122,16 @@ std::string bench_json(const BenchResult &r) {
             {"memory_kind", r.memory_kind}};
   if (r.attention != "linear") // for comparison: what linear attention would hold
     j["linear_state_bytes_per_image"] = r.state_bytes_per_image;
-  if (r.device == "cuda") {
+  if (r.images > 0) { // bench --complete
+    j["complete"] = {{"images", r.images},
+                     {"samples", r.samples},
+                     {"known_positions", r.known_bytes},
+                     {"completions_per_second", r.completions_per_second},
+                     {"completions_per_second_stepwise", r.completions_per_second_stepwise},
+                     {"first_pixel_seconds", r.first_pixel_seconds},
+                     {"first_pixel_seconds_stepwise", r.first_pixel_seconds_stepwise}};
+    j["machine"] = {{"cpu", r.cpu}, {"threads", r.threads}, {"load_average", r.load_average}};
+  } else if (r.device == "cuda") {
     j["machine"] = {{"cpu", r.cpu}, {"gpu", r.gpu}, {"load_average", r.load_average}};
     j["tf32"] = r.tf32;
     j["seconds_setup"] = r.seconds_setup;

@@ -46,6 +46,11 @@ Command add_bench(CLI::App &app) {
                   "every step, the paper's baseline); same weights")
       ->check(CLI::IsMember({"linear", "softmax", "softmax-recompute"}))
       ->capture_default_str();
+  cmd->add_flag("--complete", b.complete,
+                "time completion instead: the paper's Figure 3, the known half prefilled and step "
+                "by step, and the time to the first sampled pixel");
+  add_number<int>(cmd, "--images", b.images, "--complete: images to complete", 1, 100000);
+  add_number<int>(cmd, "--samples", b.samples, "--complete: completions per image", 1, 64);
   add_run_options(cmd, b.run);
   add_number<int>(cmd, "--steps", b.steps,
                   "time N positions and extrapolate to all (0: all); linear: the first N, "

@@ -86,6 +86,9 @@ void add_run_options(CLI::App *cmd, RunOptions &run) {
                   kMaxThreads);
   cmd->add_option("--device", run.device, "backend: cpu or cuda")->capture_default_str();
   cmd->add_flag("--tf32", run.tf32, "cuda: TF32 tensor cores in the GEMMs (faster, less exact)");
+  cmd->add_flag("--no-prefill{false}", run.prefill,
+                "cpu: feed the known leading bytes step by step instead of all at once (the same "
+                "bits, slower: for comparisons)");
 }
 
 template <class T>

@@ -12,9 +12,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "batch.h"
+#include "prefill.h"
 #include "tarnn/run.h"
 
 namespace tarnn {
@@ -28,9 +30,12 @@ inline int rollout_steps(const Config &c, const Rollout &job) {
   return job.positions < 0 ? L : std::min(job.positions, L);
 }
 
-template <class Ops>
-void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook,
-             int report_every) {
+// A backend without a parallel prefill passes no Pre: every position is a step.
+struct NoPrefill {};
+
+template <class Ops, class Pre = NoPrefill>
+void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook, int report_every,
+             Pre *pre = nullptr) {
   const StepBuffers &b = ops.buffers();
   const int T = c.bytes_per_image(), steps = rollout_steps(c, job);
   if (job.log_prob)
@@ -55,8 +60,15 @@ void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook
       p0[r] = p.has_given && (!p.has_known || job.known[at]) ? job.given[at] : 0;
     }
     ops.upload(b.cur, p0.data(), size_t(n));
+    int t = 0;
+    if constexpr (!std::is_same_v<Pre, NoPrefill>) // positions 0 .. P-1 at once (prefill.h)
+      if (pre) {
+        t = prefill(ops, *pre, c, job, image0, n, p0.data(), p, steps);
+        if (hook && t > 0)
+          hook(image0 * steps + int64_t(t) * n);
+      }
     ops.upload(b.params, &p, sizeof p);
-    for (int t = 0; t < steps;) {
+    while (t < steps) {
       const int k = hook ? std::min(report_every, steps - t) : steps - t;
       ops.steps(n, k);
       t += k;

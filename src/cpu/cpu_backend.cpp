@@ -72,11 +72,12 @@ public:
         std::lock_guard<std::mutex> lock(mutex);
         workers.emplace_back([&, i, first, last] {
           try {
-            share(job, first, last - first, rows, [&](int64_t d) {
-              done[size_t(i)] = d;
-              if (error.failed())
-                throw Stopped{};
-            });
+            share(job, first, last - first, rows, std::max(1, options_.threads / threads),
+                  [&](int64_t d) {
+                    done[size_t(i)] = d;
+                    if (error.failed())
+                      throw Stopped{};
+                  });
           } catch (const Stopped &) {
           } catch (...) {
             error.keep(std::current_exception());
@@ -130,7 +131,10 @@ public:
 
 private:
   // Images [first, first + count) of the job, `rows` at a time.
-  void share(const Rollout &job, int64_t first, int64_t count, int64_t rows, const DoneHook &hook) {
+  // `prefill_threads`: the threads a prefill may split its GEMMs over (the engine's threads that
+  // a job of fewer images than threads leaves free).
+  void share(const Rollout &job, int64_t first, int64_t count, int64_t rows, int prefill_threads,
+             const DoneHook &hook) {
     if (count <= 0)
       return;
     const Config &c = model_.config;
@@ -138,6 +142,11 @@ private:
     std::vector<double> memory(layout.total / sizeof(double) + 1); // 8-byte aligned, zeroed
     const StepBuffers b = step_buffers(memory.data(), layout);
     CpuOps ops(c, weights_.view(), b, options_.reference);
+    // the prefill's own rows: up to 128 positions of one image at a time, one state
+    const BatchLayout pre_layout = batch_layout(c, std::min(128, c.positions()), 1);
+    std::vector<double> pre_memory(pre_layout.total / sizeof(double) + 1);
+    const StepBuffers pre_b = step_buffers(pre_memory.data(), pre_layout);
+    PrefillOps pre(c, weights_.view(), pre_b, options_.reference, prefill_threads);
     const size_t T = size_t(c.bytes_per_image());
     Rollout mine = job;
     mine.count = count;
@@ -146,7 +155,7 @@ private:
     mine.known = job.known ? job.known + size_t(first) * T : nullptr;
     mine.out = job.out + size_t(first) * T;
     mine.log_prob = job.log_prob ? job.log_prob + first : nullptr;
-    rollout(ops, c, mine, hook, 8);
+    rollout(ops, c, mine, hook, 8, options_.prefill ? &pre : nullptr);
   }
 
   const Model &model_;

@@ -4,6 +4,7 @@
 #include "../../kernels/residual_layernorm.h"
 #include "cpu_features.h"
 #include "cpu_ops.h"
+#include "threads.h"
 
 namespace tarnn {
 
@@ -24,12 +25,32 @@ __attribute__((always_inline)) inline void attention_rows_body(const float *qkv,
   }
 }
 
+// linear_attention_step for rows that are consecutive positions of ONE image: one state, walked
+// in row order.
+__attribute__((always_inline)) inline void positions_body(const float *qkv, float *state,
+                                                          float *att, int rows, int layer,
+                                                          int n_layers, int n_heads, int d) {
+  const int A = n_heads * d;
+  for (int r = 0; r < rows; ++r) {
+    const float *q = qkv + size_t(r) * 3 * A;
+    for (int h = 0; h < n_heads; ++h) {
+      float *S = state + state_block_offset(0, layer, h, n_layers, n_heads, d);
+      linear_attention_step(q + h * d, q + A + h * d, q + 2 * A + h * d, S, S + size_t(d) * d,
+                            att + size_t(r) * A + h * d, d);
+    }
+  }
+}
+
 __attribute__((always_inline)) inline void
 layernorm_rows_body(float *x, const float *y, const float *w, const float *b, int rows, int n) {
   residual_layernorm_cpu(x, y, w, b, rows, n);
 }
 
 TARNN_CPU_VARIANTS(attention_rows,
+                   (const float *qkv, float *state, float *att, int rows, int layer, int n_layers,
+                    int n_heads, int d),
+                   (qkv, state, att, rows, layer, n_layers, n_heads, d))
+TARNN_CPU_VARIANTS(positions,
                    (const float *qkv, float *state, float *att, int rows, int layer, int n_layers,
                     int n_heads, int d),
                    (qkv, state, att, rows, layer, n_layers, n_heads, d))
@@ -44,6 +65,23 @@ void linear_attention_rows(const float *qkv, float *state, float *att, int rows,
   static const auto run =
       cpu_pick(&attention_rows_avx512, &attention_rows_avx2, &attention_rows_portable);
   run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head);
+}
+
+void linear_attention_positions(const float *qkv, float *state, float *att, int rows, int layer,
+                                const Config &c) {
+  static const auto run = cpu_pick(&positions_avx512, &positions_avx2, &positions_portable);
+  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head);
+}
+
+void PrefillOps::linear(const CpuLinear &l, const float *x, float *y, int rows, Act act) {
+  const int n = std::min(threads_, rows / 16); // at least 16 rows a thread, or one thread
+  if (n <= 1)
+    return CpuLinearOps<PrefillOps>::linear(l, x, y, rows, act);
+  run_parallel(n, [&](int i) {
+    const int first = rows * i / n, last = rows * (i + 1) / n;
+    CpuLinearOps<PrefillOps>::linear(l, x + size_t(first) * l.in, y + size_t(first) * l.out,
+                                     last - first, act);
+  });
 }
 
 void residual_layernorm_rows(float *x, const float *y, const float *w, const float *b, int rows,

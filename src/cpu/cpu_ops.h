@@ -61,4 +61,27 @@ public:
   }
 };
 
+// The same recurrence with rows that are consecutive positions of one image (core/prefill.h): the
+// attention walks the rows in order through the one state of buffers(), so each row's result is
+// the step's at that position, bit for bit.
+void linear_attention_positions(const float *qkv, float *state, float *att, int rows, int layer,
+                                const Config &c);
+
+class PrefillOps : public CpuLinearOps<PrefillOps> {
+public:
+  // `threads` > 1: each GEMM's rows split over that many threads (a job of fewer images than
+  // the engine's threads leaves them free); the rows do not depend on each other: the same bits.
+  PrefillOps(const Config &c, const ModelView<CpuLinear> &w, const StepBuffers &b, bool reference,
+             int threads = 1)
+      : CpuLinearOps<PrefillOps>(c, w, b, reference), threads_(threads) {}
+  void linear(const CpuLinear &l, const float *x, float *y, int rows, Act act);
+  void embed(const ModelView<CpuLinear> &w, int rows) { embed_positions(w, rows); }
+  void attention(int layer, int rows) {
+    linear_attention_positions(b_.qkv, b_.state, b_.att, rows, layer, c_);
+  }
+
+private:
+  int threads_;
+};
+
 } // namespace tarnn

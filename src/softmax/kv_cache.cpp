@@ -65,9 +65,8 @@ RecomputeOps::RecomputeOps(const Config &c, const ModelView<CpuLinear> &w, const
       values_(keys_.size()), scores_(c.positions()) {}
 
 void RecomputeOps::embed(const ModelView<CpuLinear> &w, int rows) {
-  for (int p = 0; p < rows; ++p) // row p is position p: e_p = [E[p_p] | P[p]]
-    for (int i = 0; i < c_.d_model; ++i)
-      embedding_element(b_.x, w.value_embedding, w.pos, b_.cur, p, p, i, c_.d_model);
+  b_.params->t = 0; // row p is position p: e_p = [E[p_p] | P[p]]
+  embed_positions(w, rows);
 }
 
 void RecomputeOps::attention(int layer, int rows) {

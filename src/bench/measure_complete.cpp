@@ -1,0 +1,90 @@
+// bench --complete: the paper's Figure 3 timed with the known half prefilled (core/prefill.h) and
+// step by step, and the time to the first sampled pixel of one image, both ways. The images are
+// noise of the model's size: the time does not depend on the values.
+#include <chrono>
+
+#include "forms.h"
+#include "tarnn/error.h"
+#include "tarnn/jobs.h"
+
+namespace tarnn {
+
+namespace {
+
+double seconds_of(const std::function<void()> &f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+} // namespace
+
+BenchResult measure_complete(const BenchOptions &o) {
+  if (o.images < 1 || o.samples < 1 || o.samples > kMaxSamples)
+    throw Error("bench --complete needs at least one image and 1 to 64 samples");
+  const Model model = bench_model(o);
+  const Config &c = model.config;
+  ImageSet in{o.images, c.height, c.width, c.channels,
+              std::vector<uint8_t>(size_t(o.images) * c.bytes_per_image())};
+  uint32_t s = 1;
+  for (auto &b : in.bytes)
+    b = uint8_t((s = s * 1664525u + 1013904223u) >> 24);
+  const std::vector<uint8_t> known = make_mask({}, c); // the top half, as Figure 3
+  std::vector<int64_t> index(size_t(o.images));
+  for (int i = 0; i < o.images; ++i)
+    index[size_t(i)] = i;
+  RunOptions fast = o.run, slow = o.run;
+  fast.prefill = true;
+  slow.prefill = false;
+  Engine with(model, fast), without(model, slow);
+  BenchResult r;
+  r.load_average = load_average();
+  const int n = o.images * o.samples;
+  // the completions, each way, alternately, best of 2 (the machine is shared)
+  double best_fast = 1e30, best_slow = 1e30;
+  for (int rep = 0; rep < 2; ++rep) {
+    best_fast = std::min(best_fast, seconds_of([&] {
+                           complete_images(with, in, index, known, o.samples, 0, o.progress);
+                         }));
+    best_slow = std::min(best_slow, seconds_of([&] {
+                           complete_images(without, in, index, known, o.samples, 0, o.progress);
+                         }));
+  }
+  // the first sampled pixel of one image: the known half, then one draw
+  int P = 1;
+  while (P < c.positions() && known[size_t(P)])
+    ++P;
+  std::vector<uint8_t> out(size_t(c.bytes_per_image()));
+  Rollout first;
+  first.count = 1;
+  first.given = in.bytes.data();
+  first.known = known.data();
+  first.out = out.data();
+  first.positions = P; // the steps up to and including the draw of p_P
+  first.batch = 1;
+  double ttf_fast = 1e30, ttf_slow = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    ttf_fast = std::min(ttf_fast, seconds_of([&] { with.run(first); }));
+    ttf_slow = std::min(ttf_slow, seconds_of([&] { without.run(first); }));
+  }
+  r.model = o.model.empty() ? "random:" + o.shape : o.model;
+  r.attention = "linear";
+  r.attention_form = "completion (Figure 3): the top half known";
+  r.device = o.run.device;
+  r.cpu = with.device();
+  r.batch = with.options().batch;
+  r.threads = with.options().threads;
+  r.positions = c.positions();
+  r.images = o.images;
+  r.samples = o.samples;
+  r.known_bytes = P;
+  r.completions_per_second = n / best_fast;
+  r.completions_per_second_stepwise = n / best_slow;
+  r.first_pixel_seconds = ttf_fast;
+  r.first_pixel_seconds_stepwise = ttf_slow;
+  r.state_bytes_per_image = c.state_bytes_per_image();
+  r.memory_bytes_per_image = c.state_bytes_per_image();
+  return r;
+}
+
+} // namespace tarnn

@@ -1,0 +1,108 @@
+// The known leading run of a chunk's images computed in the parallel form (issue: completion that
+// starts fast): p_0 .. p_{P-1} of an image run through every layer as P rows at once, so the GEMMs
+// see P rows instead of one, and an image whose K copies share that run (completion's samples)
+// computes it once and copies its state K times. The attention walks the rows in order through the
+// image's state with the very recurrence of a step, and every other op is row by row, so the state,
+// the log-likelihoods and the images are the sequential rollout's, bit for bit.
+//
+// Pre is a forward.h Ops whose rows are consecutive positions of ONE image: its embed takes row r
+// at position params->t + r, its attention walks the rows in order through buffers().state (one
+// image's state). Its buffers are host memory.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "../../kernels/sample_bytes.h"
+#include "forward.h"
+#include "tarnn/run.h"
+
+namespace tarnn {
+
+// The positions every image of rows [first, first + n) can prefill: p_0 (given or 0) and the known
+// bytes after it, up to the first unknown one; at most L. 0 when nothing is given.
+inline int leading_run(const Config &c, const Rollout &job, int64_t first, int n) {
+  if (!job.given)
+    return 0;
+  const int T = c.bytes_per_image(), L = c.positions();
+  int run = L;
+  for (int r = 0; r < n && run > 1; ++r) {
+    const uint8_t *known = job.known ? job.known + size_t(first + r) * T : nullptr;
+    int t = 1; // p_0 is always determined
+    while (t < run && (!known || known[t]))
+      ++t;
+    run = t;
+  }
+  return run;
+}
+
+// Feeds p_0 .. p_{P-1} of row `r` through `pre` and leaves its state in pre.buffers().state; the
+// log-likelihood of the known p_1 .. p_{P-1}, and o_{P-1} (the mixture of p_P) in `last`.
+template <class Pre>
+double prefill_one(Pre &pre, const Config &c, const uint8_t *bytes, int P,
+                   std::vector<float> &last) {
+  const StepBuffers &b = pre.buffers();
+  const int K3 = c.d_out();
+  std::memset(b.state, 0, size_t(c.state_bytes_per_image()));
+  double lp = 0;
+  for (int t0 = 0; t0 < P; t0 += b.rows) {
+    const int m = std::min(b.rows, P - t0);
+    std::memcpy(b.cur, bytes + t0, size_t(m));
+    b.params->t = t0;
+    forward(pre, c, pre.view(), m);
+    for (int r = 0; r < m; ++r) {
+      const int t = t0 + r;
+      if (t + 1 < P) // the same float, added in the same order as the steps add it
+        lp += double(mixture_log_prob(b.o + size_t(r) * K3, c.mixtures, bytes[t + 1]));
+      else
+        last.assign(b.o + size_t(r) * K3, b.o + size_t(r) * K3 + K3);
+    }
+  }
+  return lp;
+}
+
+// Prefills rows [0, n) of the chunk starting at job row image0 (their p_0 in p0) and sets them up
+// in the batch at position P: the state, the log-likelihoods so far, p_1 .. p_P in the images and
+// p_P in cur, as the first P steps would have. Returns P (< 2: nothing done, the steps start at 0).
+template <class Ops, class Pre>
+int prefill(Ops &ops, Pre &pre, const Config &c, const Rollout &job, int64_t image0, int n,
+            const uint8_t *p0, StepParams &params, int steps) {
+  const int P = std::min(leading_run(c, job, image0, n), steps); // a job may stop early
+  if (P < 2)
+    return 0;
+  const StepBuffers &b = ops.buffers();
+  const int T = c.bytes_per_image();
+  const size_t state = size_t(c.state_bytes_per_image());
+  std::vector<uint8_t> row(static_cast<size_t>(T)), cur(static_cast<size_t>(n)),
+      out(static_cast<size_t>(n) * T);
+  std::vector<double> lp(static_cast<size_t>(n));
+  std::vector<float> last;
+  double shared_lp = 0;
+  for (int r = 0; r < n; ++r) {
+    const uint8_t *given = job.given + size_t(image0 + r) * T;
+    std::memcpy(row.data(), given, size_t(T));
+    row[0] = p0[r];
+    // a row whose run equals the previous row's (a completion's next sample) copies its state
+    const bool same = r > 0 && std::memcmp(row.data(), out.data() + size_t(r - 1) * T, P) == 0;
+    if (!same)
+      shared_lp = prefill_one(pre, c, row.data(), P, last);
+    ops.upload(reinterpret_cast<char *>(b.state) + size_t(r) * state, pre.buffers().state, state);
+    lp[r] = shared_lp;
+    std::memcpy(out.data() + size_t(r) * T, row.data(), size_t(P));
+    // p_P from o_{P-1}, as the step at P - 1 would: the given byte where known, else a draw
+    StepParams at = params;
+    at.t = P - 1;
+    at.image_base = params.image_base + uint64_t(r);
+    sample_row(0, last.data(), c.mixtures, given,
+               job.known ? job.known + size_t(image0 + r) * T : nullptr, T, &cur[size_t(r)],
+               out.data() + size_t(r) * T, &lp[size_t(r)], at);
+  }
+  ops.upload(b.out, out.data(), out.size());
+  ops.upload(b.cur, cur.data(), cur.size());
+  ops.upload(b.log_prob, lp.data(), lp.size() * sizeof(double));
+  params.t = P;
+  return P;
+}
+
+} // namespace tarnn

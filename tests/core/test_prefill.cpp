@@ -1,0 +1,127 @@
+// The known leading run in the parallel form (src/core/prefill.h) against the step-by-step
+// rollout: the same state after P positions, the same log-likelihoods and the same images, bit
+// for bit, for scoring (everything known), completion (the paper's top half, K samples sharing
+// one prefill) and masks whose leading runs differ.
+#include <cstring>
+#include <gtest/gtest.h>
+
+#include "src/core/prefill.h"
+#include "src/cpu/cpu_ops.h"
+#include "src/cpu/decoder.h"
+#include "tarnn/tarnn.h"
+#include "test_util.h"
+
+using namespace tarnn;
+using namespace tarnn_test;
+
+namespace {
+
+const Model &mnist_random() {
+  static const Model m = random_model(Config::mnist(), 42);
+  return m;
+}
+
+Engine engine(const Model &m, bool prefill, int batch = 8, int threads = 2) {
+  RunOptions o;
+  o.prefill = prefill;
+  o.batch = batch;
+  o.threads = threads;
+  return Engine(m, o);
+}
+
+ImageSet noise(const Config &c, int64_t n, uint32_t seed) {
+  ImageSet s{n, c.height, c.width, c.channels,
+             std::vector<uint8_t>(size_t(n) * c.bytes_per_image())};
+  for (auto &b : s.bytes) {
+    seed = seed * 1664525u + 1013904223u;
+    b = uint8_t(seed >> 24);
+  }
+  return s;
+}
+
+} // namespace
+
+// The state after P = 392 positions (the top half of an MNIST image), every layer and head.
+TEST(Prefill, StateAfterTheKnownHalfIsTheSteppedState) {
+  const Model &m = mnist_random();
+  const Config &c = m.config;
+  const CpuWeights w(m);
+  const ImageSet img = noise(c, 1, 3);
+  const int P = positions_unless_sanitized(392) < 0 ? 392 : 64;
+  Decoder<CpuOps> stepped(c, w.view(), 1, true, false);
+  std::vector<float> o(size_t(c.d_out()));
+  for (int t = 0; t < P; ++t)
+    stepped.step(t, img.image(0) + t, o.data());
+  const BatchLayout layout = batch_layout(c, 128, 1);
+  std::vector<double> memory(layout.total / 8 + 1);
+  const StepBuffers b = step_buffers(memory.data(), layout);
+  PrefillOps pre(c, w.view(), b, false);
+  std::vector<float> last;
+  prefill_one(pre, c, img.image(0), P, last);
+  EXPECT_EQ(0, std::memcmp(b.state, stepped.buffers().state, size_t(c.state_bytes_per_image())));
+  EXPECT_EQ(0, std::memcmp(last.data(), o.data(), o.size() * 4)); // o_{P-1}
+}
+
+TEST(Prefill, ScoresAsTheStepsDo) {
+  const Model &m = mnist_random();
+  const ImageSet in = noise(m.config, 3, 7);
+  Engine a = engine(m, true), b = engine(m, false);
+  const std::vector<double> fast = score_images(a, in), slow = score_images(b, in);
+  EXPECT_EQ(fast, slow); // the same doubles, added in the same order
+  Engine one = engine(m, true, 1, 1);
+  EXPECT_EQ(score_images(one, in), slow);
+}
+
+// The paper's Figure 3: the top half known, 4 samples each sharing one prefill.
+TEST(Prefill, CompletesAsTheStepsDo) {
+  const Model &m = mnist_random();
+  const Config &c = m.config;
+  const ImageSet in = noise(c, 3, 11);
+  const std::vector<uint8_t> top = make_mask({}, c);
+  Engine a = engine(m, true), b = engine(m, false);
+  const int K = positions_unless_sanitized(1) < 0 ? 4 : 2;
+  const ImageSet fast = complete_images(a, in, {2, 0}, top, K, 5);
+  const ImageSet slow = complete_images(b, in, {2, 0}, top, K, 5);
+  EXPECT_EQ(fast.bytes, slow.bytes);
+  // and whatever the batch and threads
+  Engine c1 = engine(m, true, 1, 1);
+  EXPECT_EQ(complete_images(c1, in, {2, 0}, top, K, 5).bytes, fast.bytes);
+}
+
+// Per-image masks with different leading runs: the chunk prefills the shortest, the steps do the
+// rest (known bytes fed as before).
+TEST(Prefill, LeadingRunsOfDifferentLengths) {
+  const Model m = load_model(small_golden());
+  const Config &c = m.config;
+  const ImageSet in = noise(c, 4, 13);
+  std::vector<uint8_t> known(size_t(in.count) * c.bytes_per_image(), 0);
+  const int runs[4] = {30, 12, 39, 1};
+  for (int i = 0; i < 4; ++i)
+    for (int t = 0; t < runs[i]; ++t)
+      known[size_t(i) * c.bytes_per_image() + t] = 1;
+  for (int i = 0; i < 4; ++i) // and a known byte after the run: teacher-forced by the steps
+    known[size_t(i) * c.bytes_per_image() + 35] = 1;
+  Engine a = engine(m, true, 3, 1), b = engine(m, false, 3, 1);
+  const std::vector<int64_t> all = {0, 1, 2, 3};
+  EXPECT_EQ(complete_images(a, in, all, known, 3, 9).bytes,
+            complete_images(b, in, all, known, 3, 9).bytes);
+  EXPECT_EQ(score_images(a, in), score_images(b, in));
+}
+
+TEST(Prefill, LeadingRunIsTheCommonKnownPrefix) {
+  const Config c = load_model(small_golden()).config; // T = 40, L = 39
+  std::vector<uint8_t> given(80, 1), known(80, 1);
+  Rollout job;
+  job.count = 2;
+  job.given = given.data();
+  EXPECT_EQ(leading_run(c, job, 0, 2), 39); // everything known: all L positions
+  job.known = known.data();
+  known[10] = 0;
+  known[40 + 20] = 0;
+  EXPECT_EQ(leading_run(c, job, 0, 2), 10); // p_0 .. p_9 fed; p_10 is the first to sample
+  EXPECT_EQ(leading_run(c, job, 1, 1), 20);
+  known[40 + 1] = 0;
+  EXPECT_EQ(leading_run(c, job, 0, 2), 1); // nothing to gain: the steps do it
+  job.given = nullptr;
+  EXPECT_EQ(leading_run(c, job, 0, 2), 0);
+}
