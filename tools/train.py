@@ -2,7 +2,7 @@
 """Train the SPEC image transformer on IDX files with the discretized-logistic loss.
 
     tools/train.py --train data/mnist/train-images-idx3-ubyte \
-                   --heldout data/mnist/heldout-images-idx3-ubyte --ckpt checkpoints/mnist.pt
+                   --heldout data/mnist/valid-images-idx3-ubyte --ckpt checkpoints/mnist.pt
 
 Resumes from --ckpt when it exists, logs train and held-out bits/dim, checkpoints every
 --ckpt-minutes and on SIGINT/SIGTERM, then exits cleanly. Checkpoints hold tensors, ints and
@@ -59,7 +59,7 @@ def evaluate(model, images, device, batch, use_bf16):
     return torch.cat(total).mean().item()
 
 
-def learning_rate(args, step, ease=None):
+def learning_rate(args, step, ease=None, elapsed=0.0):
     """Linear warm-up, constant, then an optional cosine decay: a function of the step, so a
     resumed run continues the same schedule. ease = (first_step, last_lr): a resumed run whose
     rate differs from the one its checkpoint last used moves there linearly over --warmup steps
@@ -67,6 +67,10 @@ def learning_rate(args, step, ease=None):
     lr = args.lr * min(1.0, (step + 1) / args.warmup)
     if args.decay_steps > 0 and step >= args.decay_start:
         f = min(1.0, (step - args.decay_start) / args.decay_steps)
+        lr = args.lr_final + (lr - args.lr_final) * 0.5 * (1.0 + math.cos(math.pi * f))
+    if args.time_decay > 0 and args.minutes and elapsed > 1.0 - args.time_decay:
+        # a time-boxed run (a GPU lease) cannot know its step count ahead: decay over its clock
+        f = min(1.0, (elapsed - (1.0 - args.time_decay)) / args.time_decay)
         lr = args.lr_final + (lr - args.lr_final) * 0.5 * (1.0 + math.cos(math.pi * f))
     if ease:
         first, last = ease
@@ -100,6 +104,9 @@ def parse_args():
                     help="length of that decay in steps (0: constant learning rate after warm-up)")
     ap.add_argument("--lr-final", type=float, default=0.0,
                     help="learning rate at the end of the decay and after it")
+    ap.add_argument("--time-decay", type=float, default=0.0, metavar="FRACTION",
+                    help="with --minutes: cosine decay to --lr-final over this last fraction of "
+                         "the time")
     ap.add_argument("--ckpt-minutes", type=float, default=5.0)
     ap.add_argument("--eval-every", type=int, default=200, help="steps between held-out evals")
     ap.add_argument("--eval-images", type=int, default=200, help="held-out images per eval")
@@ -251,8 +258,9 @@ def main():
             order, pos = torch.randperm(len(train), generator=gen), 0
         batch = train[order[pos:pos + args.batch]].to(device)
         pos += args.batch
+        elapsed = (time.time() - started) / (args.minutes * 60) if args.minutes else 0.0
         for group in opt.param_groups:
-            group["lr"] = learning_rate(args, step, ease) * group["lr_mult"]
+            group["lr"] = learning_rate(args, step, ease, elapsed) * group["lr_mult"]
         with autocast(device, use_bf16):
             loss = tm.bits_per_dim(model, batch).mean()
         opt.zero_grad(set_to_none=True)
@@ -260,9 +268,10 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         opt.step()
         if ema is not None:
-            with torch.no_grad():
-                for pe, p in zip(ema.parameters(), model.parameters()):
-                    pe.mul_(args.ema).add_(p.detach(), alpha=1.0 - args.ema)
+            with torch.no_grad():  # one fused update over all tensors (many small launches on a GPU)
+                es, ps = list(ema.parameters()), [p.detach() for p in model.parameters()]
+                torch._foreach_mul_(es, args.ema)
+                torch._foreach_add_(es, ps, alpha=1.0 - args.ema)
         step += 1
         seen += len(batch)
         window.append(loss.item())

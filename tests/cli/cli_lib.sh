@@ -4,7 +4,7 @@
 set -u
 SMALL=$SRC/tests/golden/small
 MNIST=${TARNN_GOLDEN_MNIST:-} # made by ctest's fixture; scripts that use it say so
-PY=/usr/bin/python3
+PY=${TARNN_PYTHON:-/usr/bin/python3} # ctest sets it to the configured TARNN_TORCH_PYTHON
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 pass=0

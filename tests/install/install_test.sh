@@ -25,7 +25,7 @@ cmp -s "$work/lib.png" "$work/cmd.png" && ok || bad "the library's images differ
 if [ -e "$BUILD/python/tarnn.pyi" ]; then
   site=$(ls -d "$prefix"/lib/python3.*/dist-packages 2>/dev/null | head -1)
   [ -n "$site" ] && ls "$site"/tarnn*.so >/dev/null 2>&1 && [ -e "$site/tarnn.pyi" ] && ok || bad "the Python module is not installed"
-  expect_ok env PYTHONPATH="$site" /usr/bin/python3 -c "
+  expect_ok env PYTHONPATH="$site" "${TARNN_PYTHON:-/usr/bin/python3}" -c "
 import tarnn, sys
 a = tarnn.Model('$SMALL').sample(4, seed=1)
 tarnn.write_png('$work/py.png', tarnn.grid(a, 2))"

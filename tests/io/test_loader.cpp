@@ -1,5 +1,6 @@
 // The loader rejects each kind of broken model with its own message, and never crashes.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <gtest/gtest.h>
@@ -192,7 +193,9 @@ TEST(Loader, BadConfig) {
 
 TEST(Loader, HalfPrecisionFilesConvertOnLoad) {
   TempDir dir;
-  const std::string tool = "/usr/bin/python3 " + source_dir() + "/tools/random_model.py";
+  const char *py = std::getenv("TARNN_PYTHON"); // ctest sets it: the configured torch Python
+  const std::string tool =
+      std::string(py ? py : "/usr/bin/python3") + " " + source_dir() + "/tools/random_model.py";
   for (const char *dtype : {"F16", "BF16"}) {
     const std::string cmd = tool + " --config small --seed 1 --dtype " + dtype + " --out " +
                             (dir / dtype) + " > /dev/null";
