@@ -5,13 +5,16 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <memory>
 
 #include "../../kernels/cuda_util.h"
 #include "../../kernels/launch.h"
 #include "../core/forward.h"
 #include "../core/rollout.h"
+#include "gemm.h"
 #include "plan.h"
 #include "plugin_api.h"
 #include "tarnn/error.h"
@@ -96,6 +99,9 @@ struct Gpu {
   cublasHandle_t blas = nullptr;
   void *workspace = nullptr;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  // null: cuBLAS's own choice per size. TARNN_GEMM=cublas or =unfused (bias and ReLU in their
+  // own kernel) are for comparisons (docs/CUDA.md), not for use.
+  std::unique_ptr<Gemm> gemm;
 
   explicit Gpu(bool tf32) {
     device = require_device();
@@ -110,6 +116,11 @@ struct Gpu {
       blas_check(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
                  "cublasSetMathMode");
       compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      const char *choice = std::getenv("TARNN_GEMM");
+      const std::string gemm_choice = choice ? choice : "";
+      if (gemm_choice != "cublas")
+        gemm = std::make_unique<Gemm>(stream, workspace, kBlasWorkspace, tf32,
+                                      gemm_choice != "unfused");
     } catch (...) {
       release();
       throw;
@@ -120,6 +131,7 @@ struct Gpu {
   Gpu &operator=(const Gpu &) = delete;
 
   void release() {
+    gemm.reset();
     if (blas)
       cublasDestroy(blas);
     if (workspace)
@@ -225,11 +237,18 @@ public:
   // Y^T (out x rows) = op(W) X^T with op = transpose on W's [in, out] column-major view. Then
   // y = act(y + b), rounding as the CPU GEMM's epilogue.
   void linear(const GpuLinear &l, const float *x, float *y, int rows, Act act) {
+    if (gpu_.gemm && gpu_.gemm->fuses(act)) {
+      gpu_.gemm->run(l.w, l.b, act, x, y, l.in, l.out, rows);
+      return;
+    }
     const float one = 1.0f, zero = 0.0f;
-    blas_check(cublasGemmEx(gpu_.blas, CUBLAS_OP_T, CUBLAS_OP_N, l.out, rows, l.in, &one, l.w,
-                            CUDA_R_32F, l.in, x, CUDA_R_32F, l.in, &zero, y, CUDA_R_32F, l.out,
-                            gpu_.compute, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmEx");
+    if (gpu_.gemm)
+      gpu_.gemm->run(l.w, nullptr, Act::None, x, y, l.in, l.out, rows);
+    else
+      blas_check(cublasGemmEx(gpu_.blas, CUBLAS_OP_T, CUBLAS_OP_N, l.out, rows, l.in, &one, l.w,
+                              CUDA_R_32F, l.in, x, CUDA_R_32F, l.in, &zero, y, CUDA_R_32F, l.out,
+                              gpu_.compute, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
     launch_bias_act(y, l.b, rows, l.out, act, gpu_.stream);
   }
   void attention(int layer, int rows) {

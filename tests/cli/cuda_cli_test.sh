@@ -13,7 +13,7 @@ if [ $rc -eq 0 ]; then
   echo "a CUDA device is present: $(cat "$work/out")"
   [ -s "$work/g.png" ] && ok || bad "sample --device cuda wrote no PNG"
   "$TARNN" score --device cuda --model "$SMALL" --images "$SMALL/inputs-idx-ubyte" >"$work/s" 2>&1 && ok || bad "score --device cuda: $(cat "$work/s")"
-  "$TARNN" bench --device cuda --model "$SMALL" --batch 8 --steps 3 --json "$work/b.json" >"$work/b" 2>&1 && ok || bad "bench --device cuda: $(cat "$work/b")"
+  "$TARNN" bench --device cuda --model "$SMALL" --batch 8 --steps 3 --json-file "$work/b.json" >"$work/b" 2>&1 && ok || bad "bench --device cuda: $(cat "$work/b")"
   grep -q images_per_second "$work/b.json" 2>/dev/null && ok || bad "bench --device cuda JSON"
 else
   reason=$(cat "$work/err")

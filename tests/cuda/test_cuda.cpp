@@ -205,20 +205,22 @@ TEST(CudaParity, MaskedCompletionMatchesTheCpuBackend) {
     EXPECT_NEAR(b.log_prob[r], a.log_prob[r], 1e-4 * m.config.positions() * std::log(2.0));
 }
 
-// Chunks (12 images in batches of 5: 5, 5, 2) and image-index ranges give the same images as one
-// batch, to the same 99.9%: cuBLAS may take another algorithm for another row count. The graph
-// and plain launches run the same kernels: identical.
+// Chunks (12 images in batches of 5: 5, 5, 2) and image-index ranges give the same bytes as one
+// batch: each GEMM runs one algorithm whatever the row count (src/cuda/gemm.h). With cuBLAS's
+// own choice per size only 96.7% of the bytes matched (H100, TARNN_GEMM=cublas). The graph and
+// plain launches run the same kernels: identical.
 TEST(CudaReproducibility, BatchesRangesAndGraphs) {
   REQUIRE_CUDA_DEVICE();
   const Model &m = mnist();
   const size_t T = m.config.bytes_per_image();
   const Outcome all = cuda_run(m, 12, 9, nullptr, nullptr, 12);
   EXPECT_EQ(cuda_run(m, 12, 9, nullptr, nullptr, 12).images, all.images); // deterministic
-  EXPECT_GE(identical_fraction(cuda_run(m, 12, 9, nullptr, nullptr, 5).images, all.images), 0.999);
+  const Outcome chunked = cuda_run(m, 12, 9, nullptr, nullptr, 5);
+  std::printf("batches of 5 against one of 12: %.6f of the bytes identical\n",
+              identical_fraction(chunked.images, all.images));
+  EXPECT_EQ(chunked.images, all.images);
   const Outcome tail = cuda_run(m, 8, 9, nullptr, nullptr, 8, /*first=*/4);
-  EXPECT_GE(identical_fraction(tail.images,
-                               std::vector<uint8_t>(all.images.begin() + 4 * T, all.images.end())),
-            0.999);
+  EXPECT_EQ(tail.images, std::vector<uint8_t>(all.images.begin() + 4 * T, all.images.end()));
   EXPECT_EQ(cuda_run(m, 12, 9, nullptr, nullptr, 12, 0, /*graph=*/false).images, all.images);
   EXPECT_NE(cuda_run(m, 12, 10, nullptr, nullptr, 12).images, all.images);
 }

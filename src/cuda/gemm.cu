@@ -1,0 +1,138 @@
+// gemm.h: one cuBLASLt algorithm per weight shape, whatever the batch.
+#include "gemm.h"
+
+#include <string>
+
+#include "tarnn/error.h"
+
+namespace tarnn {
+
+namespace {
+
+void lt_check(cublasStatus_t s, const char *call) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw Error(std::string(call) + ": " + cublasGetStatusString(s), Error::Kind::Runtime);
+}
+
+// Column-major, as cuBLAS sees it: Y^T (out x rows) = op(W) X^T, with W's [out, in] row-major
+// storage read as an [in x out] column-major matrix and transposed.
+struct Layouts {
+  cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;
+  Layouts(int in, int out, int rows) {
+    lt_check(cublasLtMatrixLayoutCreate(&w, CUDA_R_32F, in, out, in), "cublasLtMatrixLayoutCreate");
+    lt_check(cublasLtMatrixLayoutCreate(&x, CUDA_R_32F, in, rows, in),
+             "cublasLtMatrixLayoutCreate");
+    lt_check(cublasLtMatrixLayoutCreate(&y, CUDA_R_32F, out, rows, out),
+             "cublasLtMatrixLayoutCreate");
+  }
+  ~Layouts() {
+    cublasLtMatrixLayoutDestroy(w);
+    cublasLtMatrixLayoutDestroy(x);
+    cublasLtMatrixLayoutDestroy(y);
+  }
+  Layouts(const Layouts &) = delete;
+  Layouts &operator=(const Layouts &) = delete;
+};
+
+// The algorithm is chosen where the heavy batches are; it must also run at one row and at the
+// largest batch, else the next candidate is taken.
+constexpr int kReferenceRows = 4096;
+constexpr int kCheckRows[] = {1, 5, 12, 4096, 1 << 20};
+
+} // namespace
+
+Gemm::Gemm(cudaStream_t stream, void *workspace, size_t workspace_bytes, bool tf32, bool fuse)
+    : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes),
+      compute_(tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F), fuse_(fuse) {
+  const cublasLtEpilogue_t epilogue[kEpilogues] = {
+      CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_RELU_BIAS};
+  try {
+    lt_check(cublasLtCreate(&lt_), "cublasLtCreate");
+    for (int e = 0; e < kEpilogues; ++e) {
+      lt_check(cublasLtMatmulDescCreate(&op_[e], compute_, CUDA_R_32F), "cublasLtMatmulDescCreate");
+      const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
+      lt_check(cublasLtMatmulDescSetAttribute(op_[e], CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t),
+               "cublasLtMatmulDescSetAttribute");
+      lt_check(cublasLtMatmulDescSetAttribute(op_[e], CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n),
+               "cublasLtMatmulDescSetAttribute");
+      lt_check(cublasLtMatmulDescSetAttribute(op_[e], CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue[e],
+                                              sizeof epilogue[e]),
+               "cublasLtMatmulDescSetAttribute");
+    }
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+Gemm::~Gemm() { release(); }
+
+void Gemm::release() {
+  for (auto &op : op_)
+    if (op)
+      cublasLtMatmulDescDestroy(op);
+  if (lt_)
+    cublasLtDestroy(lt_);
+  for (auto &op : op_)
+    op = nullptr;
+  lt_ = nullptr;
+}
+
+const cublasLtMatmulAlgo_t &Gemm::algo(Epilogue e, int in, int out) {
+  const auto key = std::make_tuple(int(e), in, out);
+  cublasLtMatmulDesc_t op = op_[e];
+  if (auto it = algos_.find(key); it != algos_.end())
+    return it->second;
+  cublasLtMatmulPreference_t pref = nullptr;
+  lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  const uint64_t bytes = workspace_bytes_;
+  const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE; // no split over `in`
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
+                                       sizeof bytes);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                       &no_reduction, sizeof no_reduction);
+  cublasLtMatmulHeuristicResult_t found[16];
+  int count = 0;
+  {
+    Layouts l(in, out, kReferenceRows);
+    const cublasStatus_t s =
+        cublasLtMatmulAlgoGetHeuristic(lt_, op, l.w, l.x, l.y, l.y, pref, 16, found, &count);
+    cublasLtMatmulPreferenceDestroy(pref);
+    lt_check(s, "cublasLtMatmulAlgoGetHeuristic");
+  }
+  for (int i = 0; i < count; ++i) {
+    cublasLtMatmulAlgo_t a = found[i].algo;
+    const int32_t one = 1; // no split-K, stated, not left to the algorithm's default
+    cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof one);
+    bool runs_everywhere = true;
+    for (int rows : kCheckRows) {
+      Layouts l(in, out, rows);
+      cublasLtMatmulHeuristicResult_t r;
+      if (cublasLtMatmulAlgoCheck(lt_, op, l.w, l.x, l.y, l.y, &a, &r) != CUBLAS_STATUS_SUCCESS ||
+          r.workspaceSize > workspace_bytes_)
+        runs_everywhere = false;
+    }
+    if (runs_everywhere)
+      return algos_[key] = a;
+  }
+  throw Error("cuBLASLt has no algorithm for a " + std::to_string(in) + " x " +
+                  std::to_string(out) + " layer that runs at every batch size",
+              Error::Kind::Runtime);
+}
+
+void Gemm::run(const float *w, const float *b, Act act, const float *x, float *y, int in, int out,
+               int rows) {
+  const Epilogue e = !b || !fuses(act) ? Plain : act == Act::Relu ? ReluBias : Bias;
+  const cublasLtMatmulAlgo_t &a = algo(e, in, out);
+  if (e != Plain)
+    lt_check(
+        cublasLtMatmulDescSetAttribute(op_[e], CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b),
+        "cublasLtMatmulDescSetAttribute");
+  Layouts l(in, out, rows);
+  const float one = 1.0f, zero = 0.0f;
+  lt_check(cublasLtMatmul(lt_, op_[e], &one, w, l.w, x, l.x, &zero, y, l.y, y, l.y, &a, workspace_,
+                          workspace_bytes_, stream_),
+           "cublasLtMatmul");
+}
+
+} // namespace tarnn
