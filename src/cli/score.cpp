@@ -1,6 +1,7 @@
 // tarnn score: teacher-forced bits/dim of images (docs/SPEC.md section 2): files (IDX, .npy,
 // PNG), folders of them, or glob patterns.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <glob.h>
@@ -81,12 +82,14 @@ int run_score(const ScoreArgs &a) {
   if (!a.report.json_file.empty())
     check_output_file(a.report.json_file);
   std::vector<double> bpd;
+  const auto t0 = std::chrono::steady_clock::now();
   try {
     bpd = score_images(engine, images, progress_bar(c.positions(), a.report.quiet));
   } catch (const Interrupted &i) {
     std::fprintf(stderr, "tarnn: interrupted (signal %d)\n", i.signal);
     return 128 + i.signal;
   }
+  const double secs = seconds_since(t0);
   double mean = 0;
   for (double b : bpd)
     mean += b / double(bpd.size());
@@ -99,6 +102,8 @@ int run_score(const ScoreArgs &a) {
             {"files", files},
             {"images", images.count},
             {"bits_per_dim", mean},
+            {"seconds", secs},
+            {"images_per_second", double(images.count) / secs},
             {"per_image", bpd}});
   a.report.emit(line, j);
   return 0;

@@ -56,7 +56,7 @@ got=$(awk '{print $2}' "$work/out")
 want=$($PY -c "import json; b=json.load(open('$SMALL/expected.json'))['bits_per_dim']; print(sum(b)/len(b))")
 $PY -c "import sys; sys.exit(abs($got - $want) > 1e-4)" && ok || bad "score $got, PyTorch $want"
 expect_ok "$TARNN" score --model "$SMALL" --images "$SMALL/inputs-idx-ubyte" --limit 2 --json
-$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['images']==2 and len(j['per_image'])==2 and 'bits_per_dim' in j))" && ok || bad "score --json fields"
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['images']==2 and len(j['per_image'])==2 and 'bits_per_dim' in j and j['seconds'] > 0 and j['images_per_second'] > 0))" && ok || bad "score --json fields"
 expect_error "the model wants 5x4 with 2 channels" "$TARNN" score --model "$SMALL" --images "$MNIST/inputs-idx-ubyte"
 head -c 100 "$SMALL/inputs-idx-ubyte" >"$work/trunc-idx"
 expect_error "truncated" "$TARNN" score --model "$SMALL" --images "$work/trunc-idx"
