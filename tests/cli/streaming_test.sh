@@ -24,17 +24,21 @@ else
 fi
 
 # --- an interrupted run says how far it got, and --resume gives the bytes of an uninterrupted one
-# (8 images in a sanitized build, where an MNIST image takes seconds; 40 in release)
-N=40
-[ -n "${TARNN_TEST_SANITIZED:-}" ] && N=8
+# (40 images in batches of 2 in release; in a sanitized build, where an MNIST image takes
+# seconds, 8 in batches of 1. sample writes chunks of 4 batches, so either way several chunks)
+N=40 B=2
+[ -n "${TARNN_TEST_SANITIZED:-}" ] && N=8 B=1
 set -m # background runs start with SIGINT at its default
-expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/whole.npy" --out-dir "$work/whole" --batch 2 --threads 1 --quiet
+expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/whole.npy" --out-dir "$work/whole" --batch $B --threads 1 --quiet
 for attempt in 1 2 3; do
   rm -rf "$work/part.npy"* "$work/part"
-  "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" --batch 2 --threads 1 >"$work/out" 2>"$work/err" &
+  "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" --batch $B --threads 1 >"$work/out" 2>"$work/err" &
   pid=$!
-  # interrupt once the first batch is written (the run record exists before any image does)
-  for _ in $(seq 1200); do [ "$(ls "$work/part" 2>/dev/null | wc -l)" -ge 2 ] && break; sleep 0.05; done
+  # interrupt once the run record counts a written chunk (it exists before any image does)
+  for _ in $(seq 1200); do
+    grep -qE '"done": [1-9]' "$work/part.npy.partial.json" 2>/dev/null && break
+    sleep 0.05
+  done
   kill -INT $pid
   wait $pid
   rc=$?
@@ -43,7 +47,7 @@ done
 [ $rc -eq 130 ] && ok || bad "interrupted run: exit $rc"
 grep -qE "interrupted \(signal 2\): [0-9]+ of $N images written; the same command with --resume" "$work/err" && ok || bad "interrupted run: $(cat "$work/err")"
 [ ! -e "$work/part.npy" ] && [ -e "$work/part.npy.partial" ] && ok || bad "an interrupted .npy must stay partial"
-expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" --batch 2 --threads 1 --resume --json
+expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" --batch $B --threads 1 --resume --json
 $PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (0 < j['resumed_at'] < $N))" && ok || bad "--resume did not resume: $(cat "$work/out")"
 cmp -s "$work/whole.npy" "$work/part.npy" && ok || bad "--resume: other bytes than an uninterrupted run"
 diff -r "$work/whole" "$work/part" >/dev/null && ok || bad "--resume: other --out-dir files"
