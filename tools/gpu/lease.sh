@@ -84,7 +84,8 @@ step_train_end() {
   say "waiting for the training"
   while kill -0 "$(cat /tmp/gpu-train.pid)" 2>/dev/null; do sleep 2; done
   tail -25 "$OUT/train.log"
-  for kind in ema; do
+  # the averaged weights; with KEEP_RAW=1 the last ones too (4 parts: mind the 8 files back)
+  for kind in ema ${KEEP_RAW:+raw}; do
     local flag=""
     [ $kind = ema ] && flag=--ema
     python3 tools/export.py /tmp/gpu-train.pt --out /tmp/m-$kind $flag | tail -1
