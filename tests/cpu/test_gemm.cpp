@@ -6,6 +6,7 @@
 
 #include "src/cpu/cpu_features.h"
 #include "src/cpu/gemm.h"
+#include "src/cpu/gemm_bf16.h"
 
 using namespace tarnn;
 
@@ -85,4 +86,78 @@ TEST(Gemm, ReferenceWithoutBiasIsTheBareProduct) {
   for (int r = 0; r < 2; ++r)
     for (int j = 0; j < 5; ++j)
       EXPECT_EQ(with[r * 5 + j], bare[r * 5 + j] + l.b[j]);
+}
+
+// ---- bf16 (src/cpu/gemm_bf16.h) ----------------------------------------------------------------
+
+TEST(GemmBf16, RoundsToNearestEven) {
+  EXPECT_EQ(to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(to_bf16(1.0f + 1.0f / 256), 0x3f80);         // a tie: to the even neighbour, down
+  EXPECT_EQ(to_bf16(1.0f + 3.0f / 256), 0x3f82);         // a tie: to the even neighbour, up
+  EXPECT_EQ(to_bf16(1.0f + 1.0f / 256 + 1e-6f), 0x3f81); // past the tie: up
+  EXPECT_EQ(to_bf16(-2.0f), 0xc000);
+  EXPECT_EQ(to_bf16(INFINITY), 0x7f80);
+  EXPECT_TRUE(std::isnan(from_bf16(to_bf16(NAN))));
+  EXPECT_EQ(from_bf16(to_bf16(0.15625f)), 0.15625f); // exact in bf16: unchanged
+}
+
+TEST(GemmBf16, FastPathEqualsReferenceBitForBit) {
+  std::printf("linear_forward_bf16 path: %s\n",
+              cpu_has_avx512_bf16() ? "AVX512_BF16 (vdpbf16ps)" : "portable");
+  for (int out : {1, 30, 32, 33, 100})
+    for (int in : {1, 2, 7, 256})
+      for (int rows : {1, 5, 8, 9, 17})
+        for (Act e : {Act::None, Act::Relu, Act::Gelu}) {
+          const Linear l = make_linear(out, in, out + in);
+          const PackedLinearBf16 p = pack_bf16(l);
+          const std::vector<float> x = make_x(rows, in);
+          std::vector<float> fast(size_t(rows) * out, -1), ref(size_t(rows) * out, -2);
+          linear_forward_bf16(p, x.data(), in, rows, fast.data(), out, e);
+          linear_forward_bf16_ref(l.w.data(), l.b.data(), out, in, x.data(), in, rows, ref.data(),
+                                  out, e);
+          ASSERT_EQ(0, std::memcmp(fast.data(), ref.data(), fast.size() * 4))
+              << out << "x" << in << " rows " << rows;
+        }
+}
+
+TEST(GemmBf16, ARowsResultDoesNotDependOnTheRowsBesideIt) {
+  const Linear l = make_linear(70, 256, 3);
+  const PackedLinearBf16 p = pack_bf16(l);
+  const int rows = 21;
+  const std::vector<float> x = make_x(rows, 256);
+  std::vector<float> all(size_t(rows) * 70);
+  linear_forward_bf16(p, x.data(), 256, rows, all.data(), 70, Act::None);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<float> one(70);
+    linear_forward_bf16(p, &x[size_t(r) * 256], 256, 1, one.data(), 70, Act::None);
+    ASSERT_EQ(0, std::memcmp(one.data(), &all[size_t(r) * 70], 70 * 4)) << "row " << r;
+  }
+}
+
+// bf16 operands: each rounds by at most 2^-9 of itself, so a product by at most about 2^-8 of
+// itself, and each output is off fp32's by at most 2^-8 of sum_k |x_k w_k| (plus the fp32 sums'
+// own rounding); and not by nothing, else the operands were never rounded.
+TEST(GemmBf16, WithinTheRoundingOfItsOperands) {
+  const int out = 64, in = 256, rows = 9;
+  const Linear l = make_linear(out, in, 5);
+  const std::vector<float> x = make_x(rows, in);
+  std::vector<float> half(size_t(rows) * out), full(size_t(rows) * out);
+  linear_forward_bf16(pack_bf16(l), x.data(), in, rows, half.data(), out, Act::None);
+  linear_forward_ref(l.w.data(), l.b.data(), out, in, x.data(), in, rows, full.data(), out,
+                     Act::None);
+  double worst = 0;
+  int differ = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < out; ++j) {
+      double magnitude = std::fabs(l.b[j]);
+      for (int k = 0; k < in; ++k)
+        magnitude += std::fabs(double(x[size_t(r) * in + k]) * l.w[size_t(j) * in + k]);
+      const double err = std::fabs(double(half[r * out + j]) - full[r * out + j]);
+      worst = std::max(worst, err / magnitude);
+      differ += err > 0;
+    }
+  std::printf("bf16 against fp32: worst error %.3g of sum |x w|, %d of %d outputs differ\n", worst,
+              differ, rows * out);
+  EXPECT_LT(worst, std::ldexp(1.0, -8) + 1e-6);
+  EXPECT_GT(differ, rows * out / 2);
 }

@@ -1,0 +1,158 @@
+#include "gemm_bf16.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <immintrin.h>
+#include <utility>
+
+#include "../../kernels/bias_act.h"
+#include "cpu_features.h"
+
+namespace tarnn {
+
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: keep it one, quiet
+    return uint16_t((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u); // ties to even
+  return uint16_t(u >> 16);
+}
+
+float from_bf16(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+bool cpu_has_avx512_bf16() {
+  static const bool yes = cpu_has_avx512() && __builtin_cpu_supports("avx512bf16");
+  return yes;
+}
+
+namespace {
+
+constexpr int P = PackedLinearBf16::kPanel;
+constexpr int kRows = 8;
+
+inline float finish(float acc, const float *b, int j, Act act) {
+  return activate(b ? acc + b[j] : acc, act);
+}
+
+// One pair of k for one element: the instruction's order (the odd element first).
+inline float pair_step(float acc, uint32_t x2, uint32_t w2) {
+  acc = std::fma(from_bf16(uint16_t(x2 >> 16)), from_bf16(uint16_t(w2 >> 16)), acc);
+  return std::fma(from_bf16(uint16_t(x2)), from_bf16(uint16_t(w2)), acc);
+}
+
+template <int R>
+inline void store_tile(const float (&acc)[R][P], const float *b, int ncols, float *y, int ldy,
+                       Act act) {
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < ncols; ++j)
+      y[r * ldy + j] = finish(acc[r][j], b, j, act);
+}
+
+// panel: [pairs][32] 32-bit (w_k | w_k+1 << 16); x2: rows of [pairs] the same for x.
+template <int R>
+__attribute__((target("avx512f,avx512bf16"))) void
+tile_avx512_bf16(const uint32_t *panel, int pairs, const uint32_t *x2, int ld2, const float *b,
+                 int ncols, float *y, int ldy, Act act) {
+  __m512 c0[R], c1[R];
+  for (int r = 0; r < R; ++r)
+    c0[r] = c1[r] = _mm512_setzero_ps();
+  for (int k = 0; k < pairs; ++k) {
+    const __m512i w0 = _mm512_loadu_si512(panel + k * P);
+    const __m512i w1 = _mm512_loadu_si512(panel + k * P + 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512i a = _mm512_set1_epi32(int(x2[r * ld2 + k]));
+      c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)a, (__m512bh)w0);
+      c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)a, (__m512bh)w1);
+    }
+  }
+  float acc[R][P];
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(acc[r], c0[r]);
+    _mm512_storeu_ps(acc[r] + 16, c1[r]);
+  }
+  store_tile<R>(acc, b, ncols, y, ldy, act);
+}
+
+template <int R>
+void tile_portable_bf16(const uint32_t *panel, int pairs, const uint32_t *x2, int ld2,
+                        const float *b, int ncols, float *y, int ldy, Act act) {
+  float acc[R][P] = {};
+  for (int k = 0; k < pairs; ++k)
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < P; ++j)
+        acc[r][j] = pair_step(acc[r][j], x2[r * ld2 + k], panel[k * P + j]);
+  store_tile<R>(acc, b, ncols, y, ldy, act);
+}
+
+using TileFn = void (*)(const uint32_t *, int, const uint32_t *, int, const float *, int, float *,
+                        int, Act);
+
+template <size_t... R> auto tiles(std::index_sequence<R...>) {
+  if (cpu_has_avx512_bf16())
+    return std::array<TileFn, sizeof...(R)>{{&tile_avx512_bf16<int(R) + 1>...}};
+  return std::array<TileFn, sizeof...(R)>{{&tile_portable_bf16<int(R) + 1>...}};
+}
+
+uint32_t pair_of(const float *v, int k, int n) {
+  const uint16_t lo = to_bf16(v[k]);
+  const uint16_t hi = k + 1 < n ? to_bf16(v[k + 1]) : 0;
+  return uint32_t(lo) | uint32_t(hi) << 16;
+}
+
+} // namespace
+
+PackedLinearBf16 pack_bf16(const Linear &l) {
+  PackedLinearBf16 p;
+  p.out = l.out;
+  p.in = l.in;
+  p.b = l.b;
+  const int panels = (l.out + P - 1) / P, pairs = (l.in + 1) / 2;
+  p.w.assign(size_t(panels) * pairs * P, 0);
+  for (int j = 0; j < l.out; ++j)
+    for (int k = 0; k < l.in; k += 2)
+      p.w[(size_t(j / P) * pairs + k / 2) * P + j % P] = pair_of(&l.w[size_t(j) * l.in], k, l.in);
+  return p;
+}
+
+void linear_forward_bf16(const PackedLinearBf16 &l, const float *x, int ldx, int rows, float *y,
+                         int ldy, Act act) {
+  static const auto tile = tiles(std::make_index_sequence<kRows>());
+  const int panels = (l.out + P - 1) / P, pairs = (l.in + 1) / 2;
+  // x rounded once per call, not once per panel
+  thread_local std::vector<uint32_t> x2;
+  x2.resize(size_t(rows) * pairs);
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < pairs; ++k)
+      x2[size_t(r) * pairs + k] = pair_of(x + size_t(r) * ldx, 2 * k, l.in);
+  for (int p = 0; p < panels; ++p) {
+    const uint32_t *panel = l.w.data() + size_t(p) * pairs * P;
+    const int ncols = std::min(P, l.out - p * P);
+    for (int r = 0; r < rows; r += kRows) {
+      const int n = std::min(kRows, rows - r);
+      tile[n - 1](panel, pairs, x2.data() + size_t(r) * pairs, pairs, l.b.data() + p * P, ncols,
+                  y + size_t(r) * ldy + p * P, ldy, act);
+    }
+  }
+}
+
+void linear_forward_bf16_ref(const float *W, const float *b, int out, int in, const float *x,
+                             int ldx, int rows, float *y, int ldy, Act act) {
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < out; ++j) {
+      float acc = 0.0f;
+      for (int k = 0; k < in; k += 2)
+        acc =
+            pair_step(acc, pair_of(x + size_t(r) * ldx, k, in), pair_of(W + size_t(j) * in, k, in));
+      y[size_t(r) * ldy + j] = finish(acc, b, j, act);
+    }
+}
+
+} // namespace tarnn

@@ -1,0 +1,44 @@
+// y = act(x W^T + b) with W and x rounded to bfloat16 and the products summed in fp32: the CPU's
+// bf16 GEMM for the precision issue (not yet selectable: --precision is still to come).
+//
+// AVX512_BF16's vdpbf16ps does 32 products per instruction, twice the rate of fp32 FMAs. Its
+// arithmetic per output lane and pair of k is acc += x[k+1] w[k+1], then acc += x[k] w[k]: a
+// product of two bf16 is exact in fp32, each sum rounds to nearest. Every path here runs that
+// chain (the portable one and the plain reference with two std::fma per pair), so they agree to
+// the bit and a row never depends on which rows share the call, as in gemm.h.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tarnn/model.h"
+
+namespace tarnn {
+
+uint16_t to_bf16(float f); // round to nearest even; NaN stays NaN
+float from_bf16(uint16_t h);
+
+// AVX-512 with AVX512_BF16, and not refused by TARNN_NO_AVX512=1.
+bool cpu_has_avx512_bf16();
+
+// W as bf16 in panels of 32 outputs: for each pair of k, the 32 outputs' (w_k, w_k+1), the layout
+// vdpbf16ps reads; zero-padded to whole panels and pairs.
+struct PackedLinearBf16 {
+  static constexpr int kPanel = 32;
+  int out = 0, in = 0;
+  std::vector<uint32_t> w; // [ceil(out/32)][ceil(in/2)][32]: bf16(w_k) | bf16(w_k+1) << 16
+  std::vector<float> b;    // [out], fp32
+};
+
+PackedLinearBf16 pack_bf16(const Linear &l);
+
+// y[r * ldy + j] = act(sum_k bf16(x[r * ldx + k]) bf16(W[j, k]) + b[j]), the chain above.
+void linear_forward_bf16(const PackedLinearBf16 &l, const float *x, int ldx, int rows, float *y,
+                         int ldy, Act act);
+
+// The plain reference, one element at a time: the same bits as linear_forward_bf16. W is [out, in]
+// in fp32 (rounded here); b may be null.
+void linear_forward_bf16_ref(const float *W, const float *b, int out, int in, const float *x,
+                             int ldx, int rows, float *y, int ldy, Act act);
+
+} // namespace tarnn
