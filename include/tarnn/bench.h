@@ -32,6 +32,7 @@ struct BenchResult {
   int64_t batch = 0;
   int threads = 0;
   bool tf32 = false;
+  std::string precision = "fp32"; // RunOptions::precision
   double load_average = -1; // the 1-minute load average at the start (other work skews figures)
   // time
   int positions = 0, steps_measured = 0;

@@ -71,6 +71,7 @@ BenchResult measure_complete(const BenchOptions &o) {
   r.attention = "linear";
   r.attention_form = "completion (Figure 3): the top half known";
   r.device = o.run.device;
+  r.precision = o.run.tf32 ? "tf32" : o.run.precision;
   r.cpu = with.device();
   r.batch = with.options().batch;
   r.threads = with.options().threads;

@@ -144,7 +144,8 @@ BenchResult measure_cpu(const BenchOptions &o) {
   r.load_average = load_average();
   r.peak_gflops = gemm_peak_gflops(threads);
   r.peak_rows = kPeakRows, r.peak_in = kPeakIn, r.peak_out = kPeakOut;
-  const CpuWeights w(m);
+  r.precision = run.precision;
+  const CpuWeights w(m, run.precision == "bf16");
   std::unique_ptr<KvCache> cache;
   if (form == Form::Softmax)
     cache = std::make_unique<KvCache>(c, B, L);

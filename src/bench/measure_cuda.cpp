@@ -34,6 +34,7 @@ BenchResult measure_cuda(const BenchOptions &o) {
   r.gpu = info.device;
   r.batch = batch;
   r.tf32 = o.run.tf32;
+  r.precision = o.run.tf32 ? "tf32" : o.run.precision;
   r.positions = L;
   r.steps_measured = steps;
   r.extrapolated = steps < L;

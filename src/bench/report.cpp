@@ -28,9 +28,10 @@ std::string line(const char *f, ...) {
 }
 
 std::string cpu_text(const BenchResult &r) {
-  std::string s = line("%s, %s, batch %lld, %d threads, %s (load average %.2f at the start)\n",
+  std::string s = line("%s, %s, batch %lld, %d threads, %s, %s GEMMs (load average %.2f at the "
+                       "start)\n",
                        r.model.c_str(), r.attention_form.c_str(), static_cast<long long>(r.batch),
-                       r.threads, r.cpu.c_str(), r.load_average);
+                       r.threads, r.cpu.c_str(), r.precision.c_str(), r.load_average);
   s += "  images/s          " + fmt("%.4g", r.images_per_second) +
        (r.extrapolated ? "  [" + r.extrapolation + "]" : "  [all positions measured]") + "\n";
   s += line("  full length       %.4g s for %lld images (mean %.4g ms per step)\n",
@@ -104,6 +105,7 @@ std::string bench_json(const BenchResult &r) {
             {"git_commit", git_commit()},
             {"time", when},
             {"device", r.device},
+            {"precision", r.precision},
             {"model", r.model},
             {"attention", r.attention},
             {"attention_form", r.attention_form},

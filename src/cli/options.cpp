@@ -85,7 +85,11 @@ void add_run_options(CLI::App *cmd, RunOptions &run) {
   add_number<int>(cmd, "--threads", run.threads, "CPU threads (0, the default: every core)", 0,
                   kMaxThreads);
   cmd->add_option("--device", run.device, "backend: cpu or cuda")->capture_default_str();
-  cmd->add_flag("--tf32", run.tf32, "cuda: TF32 tensor cores in the GEMMs (faster, less exact)");
+  cmd->add_option("--precision", run.precision,
+                  "the GEMMs: fp32 (exact reference), bf16 (cpu: bfloat16 inputs, fp32 sums; the "
+                  "state stays fp32) or tf32 (cuda)")
+      ->capture_default_str();
+  cmd->add_flag("--tf32", run.tf32, "cuda: the same as --precision tf32");
   cmd->add_flag("--no-prefill{false}", run.prefill,
                 "cpu: feed the known leading bytes step by step instead of all at once (the same "
                 "bits, slower: for comparisons)");

@@ -20,12 +20,16 @@
 
 namespace tarnn {
 
-CpuWeights::CpuWeights(const Model &m)
+CpuWeights::CpuWeights(const Model &m, bool bf16)
     : view_(make_view<CpuLinear>(
           m.weights, [](const std::vector<float> &v) { return v.data(); },
-          [this](const Linear &l) {
+          [this, bf16](const Linear &l) {
+            if (bf16) {
+              packed_bf16_.push_back(pack_bf16(l));
+              return CpuLinear{nullptr, &packed_bf16_.back(), l.w.data(), l.b.data(), l.out, l.in};
+            }
             packed_.push_back(pack(l));
-            return CpuLinear{&packed_.back(), l.w.data(), l.b.data(), l.out, l.in};
+            return CpuLinear{&packed_.back(), nullptr, l.w.data(), l.b.data(), l.out, l.in};
           })) {}
 
 namespace {
@@ -40,11 +44,15 @@ struct Stopped {}; // thrown into a worker's rollout when another worker failed
 
 class CpuBackend : public Backend {
 public:
-  CpuBackend(const Model &m, const RunOptions &o) : model_(m), options_(o), weights_(m) {}
+  CpuBackend(const Model &m, const RunOptions &o)
+      : model_(m), options_(o), weights_(m, o.precision == "bf16") {}
 
   std::string device() const override {
     return "cpu: " + cpu_model_name() + ", " + std::to_string(options_.threads) + " threads, " +
-           cpu_path_name();
+           cpu_path_name() +
+           (options_.precision != "bf16" ? ""
+            : cpu_has_avx512_bf16()      ? ", bf16 GEMMs (AVX512_BF16)"
+                                         : ", bf16 GEMMs (emulated: no AVX512_BF16)");
   }
 
   int64_t batch_for(int64_t count) const override {

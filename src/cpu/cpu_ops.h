@@ -5,28 +5,32 @@
 #include <deque>
 
 #include "gemm.h"
+#include "gemm_bf16.h"
 #include "host_ops.h"
 
 namespace tarnn {
 
-// A linear layer as the CPU sees it: packed panels for the fast path, PyTorch's layout for the
-// reference path.
+// A linear layer as the CPU sees it: packed panels for the fast path (fp32, or bf16 where `bf16`
+// is set), PyTorch's layout for the reference path.
 struct CpuLinear {
   const PackedLinear *packed;
+  const PackedLinearBf16 *bf16; // null: fp32
   const float *w, *b;
   int out, in;
 };
 
-// The model's weights in the CPU's layout, packed once. Holds pointers into `m`.
+// The model's weights in the CPU's layout, packed once (as bf16 with `bf16`: converted at load).
+// Holds pointers into `m`.
 class CpuWeights {
 public:
-  explicit CpuWeights(const Model &m);
+  explicit CpuWeights(const Model &m, bool bf16 = false);
   CpuWeights(const CpuWeights &) = delete;
   CpuWeights &operator=(const CpuWeights &) = delete;
   const ModelView<CpuLinear> &view() const { return view_; }
 
 private:
   std::deque<PackedLinear> packed_; // a deque: growing it never moves what the view points to
+  std::deque<PackedLinearBf16> packed_bf16_;
   ModelView<CpuLinear> view_;
 };
 
@@ -43,8 +47,12 @@ public:
       : HostOps<Derived, CpuLinear>(c, w, b), reference_(reference) {}
 
   void linear(const CpuLinear &l, const float *x, float *y, int rows, Act act) {
-    if (reference_)
+    if (reference_ && l.bf16)
+      linear_forward_bf16_ref(l.w, l.b, l.out, l.in, x, l.in, rows, y, l.out, act);
+    else if (reference_)
       linear_forward_ref(l.w, l.b, l.out, l.in, x, l.in, rows, y, l.out, act);
+    else if (l.bf16)
+      linear_forward_bf16(*l.bf16, x, l.in, rows, y, l.out, act);
     else
       linear_forward(*l.packed, x, l.in, rows, y, l.out, act);
   }

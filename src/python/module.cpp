@@ -165,10 +165,9 @@ public:
 private:
   static RunOptions options(const std::string &device, std::optional<int> threads,
                             const std::string &precision, std::optional<int64_t> batch) {
-    if (precision != "fp32")
-      bad("precision \"" + precision + "\" is not available (fp32)");
     RunOptions o;
     o.device = device;
+    o.precision = precision; // checked with the rest by the engine
     o.threads = threads.value_or(0);
     if (threads && *threads < 1)
       bad("threads must be at least 1 (None: every core)");
@@ -233,7 +232,8 @@ PYBIND11_MODULE(tarnn, m) {
            "path: a model folder (config.json + model.safetensors).\n"
            "device: 'cpu' or 'cuda'.\n"
            "threads: CPU threads (None: every core).\n"
-           "precision: 'fp32'.\n"
+           "precision: 'fp32', 'bf16' (cpu: bfloat16 GEMM inputs, fp32 sums and state) or 'tf32' "
+           "(cuda).\n"
            "batch: images whose state is in memory at once (None: 256 on the CPU, what fits on "
            "the GPU).")
       .def_property_readonly("config", &PyModel::config, "The model's config.json, as a dict.")

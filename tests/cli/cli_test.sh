@@ -21,6 +21,10 @@ done
 expect_error "--bogus" "$TARNN" sample --bogus -o "$work/x.png"
 expect_error "subcommand" "$TARNN"
 expect_error "name an output" "$TARNN" sample --model "$SMALL"
+# --precision: bf16 on the cpu; what a device lacks is one line
+expect_ok "$TARNN" sample --model "$SMALL" -n 3 --seed 4 --precision bf16 -o "$work/bf16.png"
+expect_error "cuda only" "$TARNN" sample --model "$SMALL" -n 3 --precision tf32 -o "$work/tf32.png"
+expect_error "not a precision" "$TARNN" score --model "$SMALL" --images "$SMALL/inputs-idx-ubyte" --precision fp16
 
 # --- sampling
 expect_ok "$TARNN" sample --model "$SMALL" -n 6 --seed 3 --batch 4 --threads 2 -o "$work/g1.png" --out-dir "$work/d1" --scale 1

@@ -55,6 +55,19 @@ def test_sample_is_the_commands_images(small, tmp_path):
     assert not np.array_equal(a, small.sample(5, seed=8, first=3))
 
 
+def test_bf16_is_the_commands_bf16(tmp_path):
+    run("sample", "--model", SMALL, "-n", 4, "--seed", 2, "--precision", "bf16",
+        "--out-dir", tmp_path)
+    half = tarnn.Model(SMALL, threads=2, precision="bf16")
+    a = half.sample(4, seed=2)
+    for i in range(4):
+        assert np.array_equal(a[i], tarnn.read_images(str(tmp_path / f"{i:08d}.png"))[0])
+    with pytest.raises(ValueError, match="not a precision"):
+        tarnn.Model(SMALL, precision="fp16")
+    with pytest.raises(ValueError, match="cuda only"):
+        tarnn.Model(SMALL, precision="tf32")
+
+
 def test_sample_is_the_commands_images_at_mnist_size(mnist, tmp_path):
     run("sample", "--model", MNIST, "-n", 3, "--seed", 11, "--out-dir", tmp_path)
     a = mnist.sample(3, seed=11)
