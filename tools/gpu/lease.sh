@@ -13,6 +13,8 @@
 #                       send the weights back as 15 MiB parts ($OUT/{ema,raw}.part-*)
 #     bench             the sweep behind docs/CUDA.md's table ($OUT/bench.jsonl)
 #     compare           the fused GEMM epilogue against TARNN_GEMM=unfused, interleaved
+#     softmax           the paper's Table 1 on the GPU in PyTorch: KV-cache softmax against linear
+#                       RNN form, same weights (tools/gpu/softmax_baseline.py)
 #     profile           ncu over bench steps at batch 4,096 ($OUT/ncu.csv)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -142,6 +144,11 @@ step_bench() {
     grep -E "sampled|wrote|Elapsed|Maximum resident"
 }
 
+step_softmax() {
+  say "PyTorch on the GPU: softmax (KV cache) against linear (RNN form)"
+  for b in 256 1024 4096; do timeout 150 python3 tools/gpu/softmax_baseline.py --batch $b; done
+}
+
 step_profile() {
   say "ncu, batch 4096, 2 positions"
   timeout 140 ncu --csv --launch-skip 60 --launch-count ${NCU_COUNT:-200} --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
@@ -162,6 +169,7 @@ while [ $# -gt 0 ]; do
     bench-quick) step_bench_quick ;;
     compare) step_compare ;;
     profile) step_profile ;;
+    softmax) step_softmax ;;
     *) echo "lease.sh: unknown step $s" >&2; exit 2 ;;
   esac
 done
