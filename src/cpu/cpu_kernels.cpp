@@ -10,31 +10,18 @@ namespace tarnn {
 
 namespace {
 
-// linear_attention_step for every (row, head) of one layer.
-__attribute__((always_inline)) inline void attention_rows_body(const float *qkv, float *state,
-                                                               float *att, int rows, int layer,
-                                                               int n_layers, int n_heads, int d) {
-  const int A = n_heads * d;
-  for (int r = 0; r < rows; ++r) {
-    const float *q = qkv + size_t(r) * 3 * A;
-    for (int h = 0; h < n_heads; ++h) {
-      float *S = state + state_block_offset(r, layer, h, n_layers, n_heads, d);
-      linear_attention_step(q + h * d, q + A + h * d, q + 2 * A + h * d, S, S + size_t(d) * d,
-                            att + size_t(r) * A + h * d, d);
-    }
-  }
-}
-
-// linear_attention_step for rows that are consecutive positions of ONE image: one state, walked
-// in row order.
-__attribute__((always_inline)) inline void positions_body(const float *qkv, float *state,
+// linear_attention_step for every (row, head) of one layer. one_state: the rows are consecutive
+// positions of ONE image (core/prefill.h), walked in row order through one state; else each row
+// is an image with its own.
+__attribute__((always_inline)) inline void attention_body(const float *qkv, float *state,
                                                           float *att, int rows, int layer,
-                                                          int n_layers, int n_heads, int d) {
+                                                          int n_layers, int n_heads, int d,
+                                                          bool one_state) {
   const int A = n_heads * d;
   for (int r = 0; r < rows; ++r) {
     const float *q = qkv + size_t(r) * 3 * A;
     for (int h = 0; h < n_heads; ++h) {
-      float *S = state + state_block_offset(0, layer, h, n_layers, n_heads, d);
+      float *S = state + state_block_offset(one_state ? 0 : r, layer, h, n_layers, n_heads, d);
       linear_attention_step(q + h * d, q + A + h * d, q + 2 * A + h * d, S, S + size_t(d) * d,
                             att + size_t(r) * A + h * d, d);
     }
@@ -46,14 +33,10 @@ layernorm_rows_body(float *x, const float *y, const float *w, const float *b, in
   residual_layernorm_cpu(x, y, w, b, rows, n);
 }
 
-TARNN_CPU_VARIANTS(attention_rows,
+TARNN_CPU_VARIANTS(attention,
                    (const float *qkv, float *state, float *att, int rows, int layer, int n_layers,
-                    int n_heads, int d),
-                   (qkv, state, att, rows, layer, n_layers, n_heads, d))
-TARNN_CPU_VARIANTS(positions,
-                   (const float *qkv, float *state, float *att, int rows, int layer, int n_layers,
-                    int n_heads, int d),
-                   (qkv, state, att, rows, layer, n_layers, n_heads, d))
+                    int n_heads, int d, bool one_state),
+                   (qkv, state, att, rows, layer, n_layers, n_heads, d, one_state))
 TARNN_CPU_VARIANTS(layernorm_rows,
                    (float *x, const float *y, const float *w, const float *b, int rows, int n),
                    (x, y, w, b, rows, n))
@@ -62,15 +45,14 @@ TARNN_CPU_VARIANTS(layernorm_rows,
 
 void linear_attention_rows(const float *qkv, float *state, float *att, int rows, int layer,
                            const Config &c) {
-  static const auto run =
-      cpu_pick(&attention_rows_avx512, &attention_rows_avx2, &attention_rows_portable);
-  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head);
+  static const auto run = cpu_pick(&attention_avx512, &attention_avx2, &attention_portable);
+  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head, false);
 }
 
 void linear_attention_positions(const float *qkv, float *state, float *att, int rows, int layer,
                                 const Config &c) {
-  static const auto run = cpu_pick(&positions_avx512, &positions_avx2, &positions_portable);
-  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head);
+  static const auto run = cpu_pick(&attention_avx512, &attention_avx2, &attention_portable);
+  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head, true);
 }
 
 void PrefillOps::linear(const CpuLinear &l, const float *x, float *y, int rows, Act act) {

@@ -6,28 +6,18 @@
 #include <immintrin.h>
 #include <utility>
 
-#include "../../kernels/bias_act.h"
 #include "cpu_features.h"
+#include "gemm_tiles.h"
 
 namespace tarnn {
 
 namespace {
 
+using gemm::finish;
+using gemm::kRows;
+using gemm::store_tile;
 constexpr int P = PackedLinear::kPanel;
-constexpr int kRows = 8; // rows per micro-tile: 16 accumulators of 16 floats
-
-inline float finish(float acc, const float *b, int j, Act act) {
-  return activate(b ? acc + b[j] : acc, act);
-}
-
-// Store an R x 32 tile of accumulators through the epilogue, keeping only columns < ncols.
-template <int R>
-inline void store_tile(const float (&acc)[R][P], const float *b, int ncols, float *y, int ldy,
-                       Act act) {
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < ncols; ++j)
-      y[r * ldy + j] = finish(acc[r][j], b, j, act);
-}
+static_assert(P == gemm::kPanel);
 
 template <int R>
 __attribute__((target("avx512f"))) void tile_avx512(const float *panel, int in, const float *x,
@@ -109,16 +99,10 @@ PackedLinear pack(const Linear &l) {
 void linear_forward(const PackedLinear &l, const float *x, int ldx, int rows, float *y, int ldy,
                     Act act) {
   static const auto tile = tiles(std::make_index_sequence<kRows>());
-  const int panels = (l.out + P - 1) / P;
-  for (int p = 0; p < panels; ++p) { // one panel of W stays in cache across all row tiles
-    const float *panel = l.w.data() + size_t(p) * l.in * P;
-    const int ncols = std::min(P, l.out - p * P);
-    for (int r = 0; r < rows; r += kRows) {
-      const int n = std::min(kRows, rows - r);
-      tile[n - 1](panel, l.in, x + size_t(r) * ldx, ldx, l.b.data() + p * P, ncols,
-                  y + size_t(r) * ldy + p * P, ldy, act);
-    }
-  }
+  gemm::for_each_tile(l.out, rows, [&](int p, int r, int n, int ncols) {
+    tile[n - 1](l.w.data() + size_t(p) * l.in * P, l.in, x + size_t(r) * ldx, ldx,
+                l.b.data() + p * P, ncols, y + size_t(r) * ldy + p * P, ldy, act);
+  });
 }
 
 void linear_forward_ref(const float *W, const float *b, int out, int in, const float *x, int ldx,

@@ -7,8 +7,8 @@
 #include <immintrin.h>
 #include <utility>
 
-#include "../../kernels/bias_act.h"
 #include "cpu_features.h"
+#include "gemm_tiles.h"
 
 namespace tarnn {
 
@@ -35,25 +35,16 @@ bool cpu_has_avx512_bf16() {
 
 namespace {
 
+using gemm::finish;
+using gemm::kRows;
+using gemm::store_tile;
 constexpr int P = PackedLinearBf16::kPanel;
-constexpr int kRows = 8;
-
-inline float finish(float acc, const float *b, int j, Act act) {
-  return activate(b ? acc + b[j] : acc, act);
-}
+static_assert(P == gemm::kPanel);
 
 // One pair of k for one element: the instruction's order (the odd element first).
 inline float pair_step(float acc, uint32_t x2, uint32_t w2) {
   acc = std::fma(from_bf16(uint16_t(x2 >> 16)), from_bf16(uint16_t(w2 >> 16)), acc);
   return std::fma(from_bf16(uint16_t(x2)), from_bf16(uint16_t(w2)), acc);
-}
-
-template <int R>
-inline void store_tile(const float (&acc)[R][P], const float *b, int ncols, float *y, int ldy,
-                       Act act) {
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < ncols; ++j)
-      y[r * ldy + j] = finish(acc[r][j], b, j, act);
 }
 
 // panel: [pairs][32] 32-bit (w_k | w_k+1 << 16); x2: rows of [pairs] the same for x.
@@ -125,22 +116,17 @@ PackedLinearBf16 pack_bf16(const Linear &l) {
 void linear_forward_bf16(const PackedLinearBf16 &l, const float *x, int ldx, int rows, float *y,
                          int ldy, Act act) {
   static const auto tile = tiles(std::make_index_sequence<kRows>());
-  const int panels = (l.out + P - 1) / P, pairs = (l.in + 1) / 2;
+  const int pairs = (l.in + 1) / 2;
   // x rounded once per call, not once per panel
   thread_local std::vector<uint32_t> x2;
   x2.resize(size_t(rows) * pairs);
   for (int r = 0; r < rows; ++r)
     for (int k = 0; k < pairs; ++k)
       x2[size_t(r) * pairs + k] = pair_of(x + size_t(r) * ldx, 2 * k, l.in);
-  for (int p = 0; p < panels; ++p) {
-    const uint32_t *panel = l.w.data() + size_t(p) * pairs * P;
-    const int ncols = std::min(P, l.out - p * P);
-    for (int r = 0; r < rows; r += kRows) {
-      const int n = std::min(kRows, rows - r);
-      tile[n - 1](panel, pairs, x2.data() + size_t(r) * pairs, pairs, l.b.data() + p * P, ncols,
-                  y + size_t(r) * ldy + p * P, ldy, act);
-    }
-  }
+  gemm::for_each_tile(l.out, rows, [&](int p, int r, int n, int ncols) {
+    tile[n - 1](l.w.data() + size_t(p) * pairs * P, pairs, x2.data() + size_t(r) * pairs, pairs,
+                l.b.data() + p * P, ncols, y + size_t(r) * ldy + p * P, ldy, act);
+  });
 }
 
 void linear_forward_bf16_ref(const float *W, const float *b, int out, int in, const float *x,
