@@ -13,7 +13,7 @@ if [ -n "$stray" ]; then
   printf '%s\n' "$stray"
   fail=1
 fi
-for want in 'tile_avx512<8>' 'tile_avx2<8>' 'attention_rows_avx512' 'attention_rows_avx2' 'layernorm_rows_avx512' 'attend_avx512' 'attend_avx2'; do
+for want in 'tile_avx512<8>' 'tile_avx2<8>' 'attention_avx512' 'attention_avx2' 'layernorm_rows_avx512' 'attend_avx512' 'attend_avx2'; do
   printf '%s\n' "$funcs" | grep -qF "$want" || { echo "FAIL: no $want with vector instructions"; fail=1; }
 done
 echo "$(printf '%s\n' "$funcs" | grep -c .) functions with AVX/AVX-512 instructions, all dispatched"
