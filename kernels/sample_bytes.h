@@ -20,7 +20,8 @@ TARNN_HD void sample_row(int r, const float *o, int K, const uint8_t *given, con
     byte = given[at];
     log_prob[r] += double(mixture_log_prob(orow, K, byte));
   } else {
-    byte = sample_byte(orow, K, p.seed, p.image_base + uint64_t(r), uint32_t(p.t));
+    const RngKey key = p.keys ? p.keys[r] : RngKey{p.seed, p.image_base + uint64_t(r)};
+    byte = sample_byte(orow, K, key.seed, key.image, uint32_t(p.t));
   }
   cur[r] = uint8_t(byte);
   out[at] = uint8_t(byte);

@@ -9,6 +9,12 @@
 
 namespace tarnn {
 
+// The random numbers of one image (SPEC section 3): the run's seed and the image's index in it.
+struct RngKey {
+  uint64_t seed = 0;
+  uint64_t image = 0;
+};
+
 struct StepParams {
   int32_t t = 0;         // the position the next step feeds
   int32_t has_given = 0; // bytes are fed where known (teacher forcing) ...
@@ -16,6 +22,9 @@ struct StepParams {
   int32_t pad = 0;
   uint64_t seed = 0;       // SPEC section 3
   uint64_t image_base = 0; // the RNG's image index of row 0 of the chunk
+  // [rows] each row's own key, in the batch's memory (a server merges requests of different
+  // seeds into one batch); null: row r draws with (seed, image_base + r).
+  const RngKey *keys = nullptr;
 };
 
 TARNN_HD void advance_position(StepParams *p) { p->t += 1; }

@@ -14,9 +14,13 @@ esac
 
 # Debian's python3-torch is the PyTorch reference's; it lives under /usr/bin/python3, not the
 # python3 that may come first on PATH.
-packages=(cmake g++ make nlohmann-json3-dev libstb-dev libcli11-dev libgtest-dev binutils)
+packages=(cmake g++ make nlohmann-json3-dev libstb-dev libcli11-dev libgtest-dev binutils
+          libcpp-httplib-dev)
 [ "$job" = test ] && packages+=(python3-torch python3-numpy python3-matplotlib clang libclang-rt-14-dev
-                                pybind11-dev python3-dev python3-pytest parallel slurm-wlm munge)
+                                pybind11-dev python3-dev python3-pytest parallel slurm-wlm munge
+                                python3-pil chromium)
+# tarnn serve's browser test: node and npm (from Debian where the machine has none of its own)
+[ "$job" = test ] && ! command -v npm >/dev/null && packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -38,14 +42,21 @@ if [ "$job" = sample ]; then
   exit 0
 fi
 
+# playwright-core for tarnn serve's browser test (tests/serve/package-lock.json; the browser is
+# Debian's chromium); without the registry the test says it is skipped
+npm ci --prefix tests/serve --no-audit --no-fund --loglevel=error ||
+  echo "setup.sh: npm ci failed: the browser test will be skipped" >&2
+
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 # The sanitizers, with clang so that the same build holds the libFuzzer harnesses: the C++ suites,
 # the command end to end and the fuzzers (the pure-Python tests and the install check gain nothing
 # from them and are left to the release pass, as are the README's commands, which the cli suites
-# cover: under ASan they took 11 of CI's 20 minutes).
+# cover: under ASan they took 11 of CI's 20 minutes; and the browser test, whose page is
+# JavaScript: the API and load tests run the instrumented server).
 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_C_COMPILER=clang -DTARNN_FUZZ=ON -DTARNN_CUDA=OFF
 cmake --build build-sanitize -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-sanitize --output-on-failure -j"$jobs" -E '^(reference|training|install|readme)$'
+  ctest --test-dir build-sanitize --output-on-failure -j"$jobs" \
+  -E '^(reference|training|install|readme|serve_browser)$'

@@ -64,6 +64,15 @@ struct Rollout {
   double *log_prob = nullptr;     // [count] sum of log p(p_{t+1}) over the known p_{t+1}
   int positions = -1;             // stop after this many positions (benchmarks); -1: all L
   int64_t batch = 0;              // images in memory at once for this job; 0: the Engine's batch
+  // Each image's own random numbers, for a job that merges images of different runs (a server's
+  // requests): image r draws as image images[r] of a run with seed seeds[r] (both or neither;
+  // [count] each). Null: image r is image first_index + r of the run with `seed`.
+  const uint64_t *seeds = nullptr;
+  const uint64_t *images = nullptr;
+  // Streaming: when set, called after every few positions, once columns [0, t] of images
+  // [image, image + n) of `out` hold their final bytes; on a worker thread, maybe several at
+  // once. It may throw to stop the run (as a Progress may).
+  std::function<void(int64_t image, int64_t n, int t)> grown;
 };
 
 // What a run used and how long it took.

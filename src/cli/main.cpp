@@ -15,9 +15,12 @@ int main(int argc, char **argv) {
                "format and the RNG contract: docs/SPEC.md"};
   app.set_version_flag("--version", std::string("tarnn ") + version() + " (" + git_commit() + ")");
   app.require_subcommand(1);
-  const std::vector<cli::Command> commands = {cli::add_sample(app), cli::add_score(app),
-                                              cli::add_info(app), cli::add_complete(app),
-                                              cli::add_bench(app)};
+  std::vector<cli::Command> commands = {cli::add_sample(app), cli::add_score(app),
+                                        cli::add_info(app), cli::add_complete(app),
+                                        cli::add_bench(app)};
+#ifdef TARNN_HAVE_SERVE
+  commands.push_back(cli::add_serve(app));
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {

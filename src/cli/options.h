@@ -24,6 +24,7 @@ Command add_score(CLI::App &app);
 Command add_info(CLI::App &app);
 Command add_complete(CLI::App &app);
 Command add_bench(CLI::App &app);
+Command add_serve(CLI::App &app); // where built with cpp-httplib (TARNN_HAVE_SERVE)
 
 constexpr const char *kDefaultModel = "models/mnist";
 

@@ -15,11 +15,11 @@ namespace tarnn {
 // images: activations x [rows, d_model], qkv [rows, 3 d_attn], att [rows, d_attn],
 // y [rows, d_model], hid [rows, d_ff], o [rows, 3K]; the state [rows, state_floats_per_image]
 // (kernels/linear_attention.h: state_block_offset); bytes cur [rows], out/given/known [rows, T];
-// log_prob [rows]; and the step parameters.
+// log_prob [rows]; RNG keys [rows]; and the step parameters.
 struct BatchLayout {
   int64_t rows = 0;
   size_t x = 0, qkv = 0, att = 0, y = 0, hid = 0, o = 0, state = 0, cur = 0, out = 0, given = 0,
-         known = 0, log_prob = 0, params = 0, total = 0;
+         known = 0, log_prob = 0, keys = 0, params = 0, total = 0;
   size_t state_bytes = 0; // S and z of all rows: rows * state_floats_per_image * 4, no more
 };
 
@@ -35,6 +35,7 @@ struct StepBuffers {
   float *x, *qkv, *att, *y, *hid, *o, *state;
   uint8_t *cur, *out, *given, *known;
   double *log_prob;
+  RngKey *keys; // [rows], used when the job gives each image its own key
   StepParams *params;
 };
 

@@ -64,6 +64,8 @@ int64_t Engine::batch_for(int64_t count) const { return backend_->batch_for(coun
 RunInfo Engine::run(const Rollout &job, const Progress &progress) {
   if (job.count < 0 || (job.count > 0 && !job.out))
     throw Error("a rollout needs a count >= 0 and an output buffer");
+  if (!job.seeds != !job.images)
+    throw Error("a rollout's per-image RNG keys need both seeds and images");
   if (job.batch != 0) { // this job's own batch: checked as the Engine's was
     RunOptions o = options_;
     o.batch = job.batch;

@@ -94,6 +94,8 @@ int prefill(Ops &ops, Pre &pre, const Config &c, const Rollout &job, int64_t ima
     StepParams at = params;
     at.t = P - 1;
     at.image_base = params.image_base + uint64_t(r);
+    const RngKey key = job.seeds ? RngKey{job.seeds[image0 + r], job.images[image0 + r]} : RngKey{};
+    at.keys = job.seeds ? &key : nullptr; // row 0 of sample_row's view is this row
     sample_row(0, last.data(), c.mixtures, given,
                job.known ? job.known + size_t(image0 + r) * T : nullptr, T, &cur[size_t(r)],
                out.data() + size_t(r) * T, &lp[size_t(r)], at);

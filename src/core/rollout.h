@@ -41,6 +41,7 @@ void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook
   if (job.log_prob)
     std::fill(job.log_prob, job.log_prob + job.count, 0.0);
   std::vector<uint8_t> p0(size_t(b.rows));
+  std::vector<RngKey> keys(job.seeds ? size_t(b.rows) : 0);
   for (int64_t image0 = 0; image0 < job.count; image0 += b.rows) {
     const int n = int(std::min<int64_t>(b.rows, job.count - image0));
     const size_t first = size_t(image0) * T, bytes = size_t(n) * T;
@@ -60,29 +61,50 @@ void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook
       p0[r] = p.has_given && (!p.has_known || job.known[at]) ? job.given[at] : 0;
     }
     ops.upload(b.cur, p0.data(), size_t(n));
-    int t = 0;
+    p.keys = nullptr;
+    if (job.seeds) {
+      for (int r = 0; r < n; ++r)
+        keys[size_t(r)] = RngKey{job.seeds[image0 + r], job.images[image0 + r]};
+      ops.upload(b.keys, keys.data(), size_t(n) * sizeof(RngKey));
+      p.keys = b.keys;
+    }
+    int t = 0, shown = 0; // positions done; columns 1..shown of job.out written
+    // Columns shown+1 .. t of the chunk's images into job.out (column 0 too, the first time)
+    auto show = [&] {
+      if (t > shown)
+        ops.download_columns(job.out + first + shown + 1, size_t(T), b.out + shown + 1, size_t(T),
+                             size_t(t - shown), size_t(n));
+      if (shown == 0)
+        for (int r = 0; r < n; ++r)
+          job.out[first + size_t(r) * T] = p0[r];
+      shown = t;
+    };
+    auto report = [&] {
+      if (job.grown) {
+        show();
+        job.grown(image0, n, t);
+      }
+      if (hook)
+        hook(image0 * steps + int64_t(t) * n);
+    };
     if constexpr (!std::is_same_v<Pre, NoPrefill>) // positions 0 .. P-1 at once (prefill.h)
       if (pre) {
         t = prefill(ops, *pre, c, job, image0, n, p0.data(), p, steps);
-        if (hook && t > 0)
-          hook(image0 * steps + int64_t(t) * n);
+        if (t > 0)
+          report();
       }
     ops.upload(b.params, &p, sizeof p);
     while (t < steps) {
-      const int k = hook ? std::min(report_every, steps - t) : steps - t;
+      const int k = hook || job.grown ? std::min(report_every, steps - t) : steps - t;
       ops.steps(n, k);
       t += k;
-      if (hook) {
+      if (hook || job.grown) {
         ops.sync();
-        hook(image0 * steps + int64_t(t) * n);
+        report();
       }
     }
     ops.sync();
-    if (steps > 0) // columns 1..steps: what the steps wrote; the rest of job.out is left alone
-      ops.download_columns(job.out + first + 1, size_t(T), b.out + 1, size_t(T), size_t(steps),
-                           size_t(n));
-    for (int r = 0; r < n; ++r)
-      job.out[first + size_t(r) * T] = p0[r];
+    show(); // columns 1..steps: what the steps wrote; the rest of job.out is left alone
     if (job.log_prob)
       ops.download(job.log_prob + image0, b.log_prob, size_t(n) * 8);
   }

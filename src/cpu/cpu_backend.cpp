@@ -163,6 +163,12 @@ private:
     mine.known = job.known ? job.known + size_t(first) * T : nullptr;
     mine.out = job.out + size_t(first) * T;
     mine.log_prob = job.log_prob ? job.log_prob + first : nullptr;
+    mine.seeds = job.seeds ? job.seeds + first : nullptr;
+    mine.images = job.images ? job.images + first : nullptr;
+    if (job.grown)
+      mine.grown = [&job, first](int64_t image, int64_t n, int t) {
+        job.grown(first + image, n, t);
+      };
     rollout(ops, c, mine, hook, 8, options_.prefill ? &pre : nullptr);
   }
 

@@ -11,7 +11,7 @@
 
 namespace tarnn {
 
-constexpr int kCudaPluginAbi = 1;
+constexpr int kCudaPluginAbi = 2; // 2: Rollout gained per-image RNG keys and `grown`
 
 struct CudaPluginApi {
   int abi;

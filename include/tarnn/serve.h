@@ -1,0 +1,28 @@
+// tarnn serve: the paper's interactive completion demo over HTTP, on the user's own model
+// (docs/SERVE.md). One page and a small JSON API; requests from every client are merged into the
+// engine's batch by one queue. Built into libtarnn_serve (it needs cpp-httplib).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "run.h"
+
+namespace tarnn {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1"; // loopback only, unless another address is asked for
+  int port = 8080;                // 0: any free port (on_ready says which)
+  int max_queued = 64;            // requests waiting at most; more get 503
+  int64_t max_rows = 0;           // images merged into one rollout; 0: the engine's batch
+};
+
+// Serves until `should_stop` returns true (asked ten times a second), then ends the running
+// batch, fails what is queued and returns. `on_ready` gets the URL once the port is bound.
+// Throws Error when the address cannot be bound.
+void run_server(Engine &engine, const ServeOptions &options,
+                const std::function<bool()> &should_stop,
+                const std::function<void(const std::string &url)> &on_ready);
+
+} // namespace tarnn

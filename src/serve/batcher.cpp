@@ -1,0 +1,217 @@
+#include "batcher.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tarnn/error.h"
+
+namespace tarnn::serve {
+
+using Clock = std::chrono::steady_clock;
+
+std::optional<Ticket::Event> Ticket::next(std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!ready_.wait_for(lock, wait, [&] { return !events_.empty(); }))
+    return std::nullopt;
+  Event e = std::move(events_.front());
+  events_.pop_front();
+  return e;
+}
+
+void Ticket::cancel() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cancelled_ = true;
+}
+
+bool Ticket::cancelled() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cancelled_;
+}
+
+void Ticket::push(Event e) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.push_back(std::move(e));
+  ready_.notify_all();
+}
+
+Batcher::Batcher(Engine &engine, int64_t max_rows, int max_queued)
+    : engine_(engine), max_rows_(std::max<int64_t>(max_rows, kMaxSamples)),
+      max_queued_(std::max(max_queued, 1)), thread_([this] { loop(); }) {}
+
+Batcher::~Batcher() {
+  stop();
+  thread_.join();
+}
+
+std::shared_ptr<Ticket> Batcher::submit(Job job) {
+  auto ticket = std::make_shared<Ticket>();
+  ticket->job_ = std::move(job);
+  ticket->grown_.assign(size_t(ticket->job_.rows), -1);
+  ticket->queued_at_ = Clock::now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopping_ || int(queue_.size()) >= max_queued_) {
+    ++stats_.rejected;
+    return nullptr;
+  }
+  queue_.push_back(ticket);
+  stats_.queued = int64_t(queue_.size());
+  wake_.notify_all();
+  return ticket;
+}
+
+void Batcher::stop() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stopping_ = true;
+  wake_.notify_all();
+}
+
+BatcherStats Batcher::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void Batcher::loop() {
+  for (;;) {
+    std::vector<std::shared_ptr<Ticket>> batch;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_)
+        break;
+      // first come, first served: requests in order while their rows fit
+      int64_t rows = 0;
+      while (!queue_.empty()) {
+        const std::shared_ptr<Ticket> t = queue_.front();
+        if (!t->cancelled() && rows > 0 && rows + t->job_.rows > max_rows_)
+          break;
+        queue_.pop_front();
+        if (t->cancelled()) // its client left while it waited: its slots go to the next
+          continue;
+        rows += t->job_.rows;
+        batch.push_back(t);
+      }
+      stats_.queued = int64_t(queue_.size());
+      stats_.running = int64_t(batch.size());
+    }
+    if (!batch.empty())
+      run_batch(batch);
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.running = 0;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto &t : queue_)
+    t->push({"error", {{"error", "the server is stopping"}}});
+  queue_.clear();
+}
+
+namespace {
+
+// Columns [from, to] of each of `rows` images (stride T) from `out`, base64.
+nlohmann::json columns(const uint8_t *out, int64_t rows, size_t T, int from, int to) {
+  nlohmann::json images = nlohmann::json::array();
+  for (int64_t r = 0; r < rows; ++r)
+    images.push_back(base64_encode(out + size_t(r) * T + size_t(from), size_t(to - from + 1)));
+  return images;
+}
+
+} // namespace
+
+void Batcher::run_batch(std::vector<std::shared_ptr<Ticket>> batch) {
+  const Config &c = engine_.config();
+  const size_t T = size_t(c.bytes_per_image());
+  const int last = c.positions(); // the last column
+  std::vector<int64_t> start;
+  std::vector<uint8_t> given, known;
+  std::vector<uint64_t> seeds, images;
+  int64_t rows = 0, generated = 0;
+  for (const auto &t : batch) {
+    const Job &j = t->job_;
+    start.push_back(rows);
+    rows += j.rows;
+    generated += j.rows * (int64_t(T) - j.known_bytes);
+    given.insert(given.end(), j.given.begin(), j.given.end());
+    known.insert(known.end(), j.known.begin(), j.known.end());
+    seeds.insert(seeds.end(), size_t(j.rows), j.seed);
+    images.insert(images.end(), j.images.begin(), j.images.end());
+  }
+  std::vector<uint8_t> out(static_cast<size_t>(rows) * T);
+  std::vector<double> log_prob(static_cast<size_t>(rows));
+  Rollout job;
+  job.count = rows;
+  job.given = given.data();
+  job.known = known.data();
+  job.out = out.data();
+  job.log_prob = log_prob.data();
+  job.seeds = seeds.data();
+  job.images = images.data();
+  const auto t0 = Clock::now();
+  const nlohmann::json merged = {{"batch_images", rows}, {"batch_requests", batch.size()}};
+  std::mutex grown_mutex;
+  // On the engine's workers: a request's columns go out once every one of its rows holds them.
+  job.grown = [&](int64_t image, int64_t n, int t) {
+    std::lock_guard<std::mutex> lock(grown_mutex);
+    bool listened = false;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Ticket &k = *batch[i];
+      listened = listened || !k.cancelled();
+      const int64_t a = start[i], b = a + k.job_.rows;
+      if (b <= image || a >= image + n || k.job_.kind == Kind::Score)
+        continue;
+      for (int64_t r = std::max(a, image); r < std::min(b, image + n); ++r)
+        k.grown_[size_t(r - a)] = t;
+      const int lo = *std::min_element(k.grown_.begin(), k.grown_.end());
+      if (lo > k.shown_) {
+        nlohmann::json data = merged;
+        data["from"] = k.shown_ + 1;
+        data["to"] = lo;
+        data["seconds"] = std::chrono::duration<double>(Clock::now() - t0).count();
+        data["images"] = columns(out.data() + size_t(a) * T, k.job_.rows, T, k.shown_ + 1, lo);
+        k.push({"grow", std::move(data)});
+        k.shown_ = lo;
+      }
+    }
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> l(mutex_);
+      stopping = stopping_;
+    }
+    if (stopping)
+      throw Error("the server is stopping");
+    if (!listened)
+      throw Error("every client of this batch left");
+  };
+  try {
+    engine_.run(job);
+  } catch (const std::exception &e) {
+    for (const auto &t : batch)
+      t->push({"error", {{"error", e.what()}}});
+    return;
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Ticket &k = *batch[i];
+    const int64_t a = start[i];
+    nlohmann::json done = merged;
+    done["run_seconds"] = seconds;
+    done["seconds"] = std::chrono::duration<double>(Clock::now() - k.queued_at_).count();
+    done["images_per_second"] = double(rows) / seconds;
+    done["pixels_per_second"] = double(generated) / seconds;
+    done["images"] = columns(out.data() + size_t(a) * T, k.job_.rows, T, 0, last);
+    if (k.job_.kind == Kind::Score)
+      done["bits_per_dim"] = -log_prob[size_t(a)] / (double(c.positions()) * std::log(2.0));
+    else if (k.shown_ < last) { // the last columns, for a client that follows the growth
+      nlohmann::json grow = merged;
+      grow["from"] = k.shown_ + 1;
+      grow["to"] = last;
+      grow["seconds"] = seconds;
+      grow["images"] = columns(out.data() + size_t(a) * T, k.job_.rows, T, k.shown_ + 1, last);
+      k.push({"grow", std::move(grow)});
+    }
+    k.push({"done", std::move(done)});
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.requests_done += int64_t(batch.size());
+  stats_.images_done += rows;
+}
+
+} // namespace tarnn::serve

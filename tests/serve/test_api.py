@@ -1,0 +1,204 @@
+"""tarnn serve's JSON API over loopback: the page, the runs (the same images as the command for
+the same seed, streamed in order, known pixels kept), every kind of bad request, a full queue, a
+client that leaves, and a graceful SIGTERM. Needs numpy and PIL (Debian's python3)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
+from serve_client import Server, b64, binary, done_of, images_of, read_events, wait_for  # noqa
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MNIST = os.path.join(ROOT, "models", "mnist")
+SMALL = os.path.join(ROOT, "tests", "golden", "small")  # 5x4x2 images: runs take milliseconds
+DIGITS = json.load(open(os.path.join(ROOT, "src", "serve", "page", "digits.json")))["digits"]
+
+
+@pytest.fixture(scope="module")
+def mnist():
+    s = Server(binary(), "--model", MNIST, "--threads", "2")
+    yield s
+    rc, out, _ = s.stop()
+    assert rc == 0 and "stopped" in out
+
+
+@pytest.fixture(scope="module")
+def small():
+    s = Server(binary(), "--model", SMALL, "--threads", "2")
+    yield s
+    assert s.stop()[0] == 0
+
+
+def digit(i=0):
+    import base64
+    return np.frombuffer(base64.b64decode(DIGITS[i]["image"]), np.uint8)
+
+
+def test_info_and_page(small):
+    status, kind, body = small.get("/api/info")
+    info = json.loads(body)
+    assert status == 200 and kind == "application/json"
+    assert (info["height"], info["width"], info["channels"]) == (5, 4, 2)
+    assert info["max_samples"] == 64
+    for path, want in [("/", "text/html"), ("/app.js", "text/javascript"),
+                       ("/style.css", "text/css"), ("/digits.json", "application/json")]:
+        status, kind, body = small.get(path)
+        assert status == 200 and kind.startswith(want) and len(body) > 100, path
+    status, kind, body = small.get("/../../etc/passwd")
+    assert status in (400, 404) and "error" in json.loads(body)
+    status, _, body = small.get("/api/complete")  # a POST route
+    assert status in (404, 405) and "error" in json.loads(body)
+
+
+def test_sample_is_the_commands_sample(mnist, tmp_path):
+    status, events = mnist.stream("/api/sample", {"n": 3, "seed": 7})
+    assert status == 200
+    grown = images_of(events, 784)
+    done = done_of(events)
+    final = [bytes(np.frombuffer(__import__("base64").b64decode(s), np.uint8)) for s in done["images"]]
+    assert grown == final
+    subprocess.run([binary(), "sample", "--model", MNIST, "-n", "3", "--seed", "7", "--quiet",
+                    "--npy", str(tmp_path / "s.npy")], check=True)
+    want = np.load(tmp_path / "s.npy").reshape(3, 784)
+    assert [bytes(w) for w in want] == final
+    assert done["images_per_second"] > 0 and done["pixels_per_second"] > 0
+
+
+def test_complete_is_the_commands_completion(mnist, tmp_path):
+    image = digit(0)
+    body = {"image": b64(image), "keep_rows": 14, "samples": 3, "seed": 5}
+    status, events = mnist.stream("/api/complete", body)
+    assert status == 200
+    got = images_of(events, 784)
+    assert len(got) == 3
+    for g in got:  # the known top half, exactly
+        assert g[:14 * 28] == bytes(image[:14 * 28])
+    assert len(set(got)) == 3  # three different completions
+    np.save(tmp_path / "d.npy", image.reshape(1, 28, 28))
+    subprocess.run([binary(), "complete", "--model", MNIST, "--images", str(tmp_path / "d.npy"),
+                    "--index", "0", "--keep-rows", "14", "--samples", "3", "--seed", "5",
+                    "--quiet", "-o", str(tmp_path / "g.png"), "--out-dir", str(tmp_path / "c")],
+                   check=True)
+    for k in range(3):
+        want = np.asarray(Image.open(tmp_path / "c" / f"00000000-{k:02d}.png")).reshape(-1)
+        assert bytes(want) == got[k], k
+    # a painted mask: the left half known
+    mask = np.zeros((28, 28), np.uint8)
+    mask[:, :14] = 1
+    status, events = mnist.stream("/api/complete", {"image": b64(image), "mask": b64(mask.reshape(-1)),
+                                                    "samples": 2})
+    for g in images_of(events, 784):
+        g = np.frombuffer(g, np.uint8).reshape(28, 28)
+        assert (g[:, :14] == image.reshape(28, 28)[:, :14]).all()
+
+
+def test_score_is_the_commands_score(mnist, tmp_path):
+    image = digit(3)
+    status, r = mnist.post("/api/score", {"image": b64(image)})
+    assert status == 200
+    np.save(tmp_path / "d.npy", image.reshape(1, 28, 28))
+    out = subprocess.run([binary(), "score", "--model", MNIST, "--images", str(tmp_path / "d.npy"),
+                          "--json", "--quiet"], check=True, capture_output=True, text=True).stdout
+    bpd = json.loads(out)["per_image"][0]
+    assert abs(r["bits_per_dim"] - bpd) < 1e-9, (r, bpd)
+
+
+@pytest.mark.parametrize("path,body,words", [
+    ("/api/sample", "{", "not valid JSON"),
+    ("/api/sample", "[1, 2]", "JSON object"),
+    ("/api/sample", "[" * 100 + "]" * 100, "deeper"),
+    ("/api/sample", {"n": 0}, "n must be"),
+    ("/api/sample", {"n": 65}, "n must be"),
+    ("/api/sample", {"n": 2.5}, "n must be"),
+    ("/api/sample", {"n": "4"}, "n must be"),
+    ("/api/sample", {"seed": -1}, "seed must be"),
+    ("/api/sample", {"seed": 18446744073709551616}, "seed must be"),
+    ("/api/sample", {"n": 2, "path": "/etc/passwd"}, "unknown field"),
+    ("/api/complete", {"samples": 2}, "missing field"),
+    ("/api/complete", {"image": 5}, "base64 string"),
+    ("/api/complete", {"image": "####"}, "not base64"),
+    ("/api/complete", {"image": "AAA"}, "multiple of 4"),
+    ("/api/complete", {"image": b64(bytes(39))}, "holds 39 bytes"),
+    ("/api/complete", {"image": b64(bytes(41))}, "holds 41 bytes"),
+    ("/api/complete", {"image": b64(bytes(40)), "keep_rows": 9}, "keep_rows must be"),
+    ("/api/complete", {"image": b64(bytes(40)), "keep_rows": 5}, "nothing to generate"),
+    ("/api/complete", {"image": b64(bytes(40)), "mask": b64(bytes(40)), "keep_rows": 1}, "not both"),
+    ("/api/complete", {"image": b64(bytes(40)), "mask": b64(bytes(12))}, "mask holds 12"),
+    ("/api/complete", {"image": b64(bytes(40)), "samples": 65}, "samples must be"),
+    ("/api/score", {"image": b64(bytes(40)), "samples": 2}, "unknown field"),
+])
+def test_bad_requests_are_400_with_a_reason(small, path, body, words):
+    status, err = small.post(path, body)
+    assert status == 400, err
+    assert words in err["error"], err
+
+
+def test_a_huge_body_is_refused(small):
+    status, err = small.post("/api/sample", "{\"n\": 1, \"pad\": \"" + "x" * 70000 + "\"}")
+    assert status == 413 and "error" in err
+
+
+def test_small_model_completion_keeps_known_bytes(small):
+    image = bytes(range(100, 140))
+    status, events = small.stream("/api/complete", {"image": b64(image), "keep_rows": 2,
+                                                    "samples": 5, "seed": 9})
+    assert status == 200
+    for g in images_of(events, 40):
+        assert g[:16] == image[:16]  # 2 rows of 4 pixels of 2 channels
+
+
+def test_full_queue_is_503_and_a_client_that_leaves_frees_its_slot(tmp_path):
+    s = Server(binary(), "--model", MNIST, "--threads", "1", "--max-queued", "1")
+    try:
+        # one runs (a second or two), one waits; the third finds the queue full
+        results = []
+        def client(seed):
+            results.append(s.stream("/api/sample", {"n": 8, "seed": seed}))
+        first = threading.Thread(target=client, args=(1,))
+        first.start()
+        assert wait_for(lambda: json.loads(s.get("/api/stats")[2])["running"] == 1)
+        second = threading.Thread(target=client, args=(2,))
+        second.start()
+        assert wait_for(lambda: json.loads(s.get("/api/stats")[2])["queued"] == 1)
+        status, err = s.stream("/api/sample", {"n": 1, "seed": 3})
+        assert status == 503 and "busy" in err["error"]
+        first.join()
+        second.join()
+        assert sorted(st for st, _ in results) == [200, 200]
+        # a client that reads one event and leaves: the server goes on serving others
+        c = s.connect()
+        c.request("POST", "/api/sample", body=json.dumps({"n": 8, "seed": 4}))
+        r = c.getresponse()
+        assert next(read_events(r))[0] == "grow"
+        c.close()
+        status, events = s.stream("/api/sample", {"n": 1, "seed": 5})
+        assert status == 200 and done_of(events)
+        stats = json.loads(s.get("/api/stats")[2])
+        assert stats["rejected"] == 1 and stats["requests_done"] >= 3
+    finally:
+        rc, out, _ = s.stop()
+    assert rc == 0
+
+
+def test_sigterm_ends_a_run_and_the_server_gracefully():
+    s = Server(binary(), "--model", MNIST, "--threads", "1")
+    c = s.connect()
+    c.request("POST", "/api/sample", body=json.dumps({"n": 32, "seed": 1}))
+    r = c.getresponse()
+    events = read_events(r)
+    assert next(events)[0] == "grow"
+    t0 = time.time()
+    s.proc.send_signal(signal.SIGTERM)
+    rest = [(name, d) for name, d in events]
+    assert rest[-1][0] == "error" and "stopping" in rest[-1][1]["error"], rest[-1]
+    out, err = s.proc.communicate(timeout=30)
+    assert s.proc.returncode == 0 and "stopped" in out, (out, err)
+    assert time.time() - t0 < 10
