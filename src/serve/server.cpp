@@ -147,6 +147,12 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
   // Every waiting request holds a thread while it streams: room for the whole queue and more.
   const size_t threads = size_t(o.max_queued) + 8;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second server on the
+  // same port would start silently and share its connections
+  http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   http.set_payload_max_length(kMaxBodyBytes);
   http.set_read_timeout(10, 0);
   http.set_write_timeout(10, 0);

@@ -202,3 +202,19 @@ def test_sigterm_ends_a_run_and_the_server_gracefully():
     out, err = s.proc.communicate(timeout=30)
     assert s.proc.returncode == 0 and "stopped" in out, (out, err)
     assert time.time() - t0 < 10
+
+
+def test_bad_command_lines_are_one_line_errors(small):
+    for args, code, words in [
+        (["--port", "70000"], 2, "--port"),
+        (["--port", str(small.port)], 1, "cannot listen"),  # in use by the fixture's server
+        (["--host", "203.0.113.7"], 1, "cannot listen"),  # not an address of this machine
+        (["--max-queued", "0"], 2, "--max-queued"),
+        (["--model", "/nonexistent"], 1, "/nonexistent"),
+    ]:
+        model = [] if "--model" in args else ["--model", SMALL]
+        r = subprocess.run([binary(), "serve", *model, *args], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == code, (args, r.returncode, r.stderr)
+        lines = [l for l in r.stderr.splitlines() if not l.startswith("tarnn serve: listening on")]
+        assert len(lines) == 1 and words in lines[0], (args, r.stderr)
