@@ -55,12 +55,16 @@ try {
   if (inked < 10) fail(`the stroke left ${inked} bright known pixels`);
   if (mask.filter((m) => m).length !== 12 * 28) fail('the slider did not set 12 known rows');
 
+  // the bits/dim shown is the stroke's (scored a moment after the stroke ends)
+  await page.waitForFunction(() => tarnnPage.scored === tarnnPage.b64(tarnnPage.image), null,
+                             { timeout: 60000 });
   await page.click('#complete');
   await page.waitForSelector('body[data-state=done]', { timeout: 180000 });
   const result = await page.evaluate(() => {
     const canvases = [...document.querySelectorAll('#completions canvas')];
     return {
       grows: tarnnPage.grows,
+      running: tarnnPage.runningStats,
       stats: document.getElementById('complete-stats').textContent,
       bpd: document.getElementById('bpd').textContent,
       pixels: canvases.map((c) => Array.from(c.getContext('2d').getImageData(0, 0, 28, 28).data)),
@@ -79,7 +83,11 @@ try {
   if (wrong) fail(`${wrong} known pixels differ from the drawing on the page`);
   if (!differ) fail('the 8 completions are all the same');
   if (!/images\/s/.test(result.stats)) fail('no images/s after the run: ' + result.stats);
-  if (!/^[0-9]+\.[0-9]{3}$/.test(result.bpd)) fail('no bits/dim of the drawing: ' + result.bpd);
+  if (!/images\/s.*pixels\/s/.test(result.running)) fail('no rates while it ran: ' + result.running);
+  const scored = await page.evaluate(async () => (await (await fetch('/api/score', {
+    method: 'POST', body: JSON.stringify({ image: tarnnPage.b64(tarnnPage.image) }),
+  })).json()).bits_per_dim.toFixed(3));
+  if (result.bpd !== scored) fail(`bits/dim shown ${result.bpd}, the drawing's is ${scored}`);
   console.log(`completions: 8 shown, ${result.grows} streamed updates, known pixels exact; ${result.stats}; drawing ${result.bpd} bits/dim`);
 
   await page.selectOption('#sample-n', '16');

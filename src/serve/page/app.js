@@ -7,7 +7,7 @@ let H = 28, W = 28, C = 1, T = 784;
 let image, mask; // Uint8Array(T): the drawing; 1 where the model is given the byte
 let tool = 'pen';
 // what the page holds, for tests and the curious: the drawing, the runs' images, events seen
-const page = { image: null, mask: null, completions: [], samples: [], grows: 0 };
+const page = { image: null, mask: null, completions: [], samples: [], grows: 0, b64: (a) => b64encode(a) };
 window.tarnnPage = page;
 
 const b64encode = (bytes) => {
@@ -143,9 +143,11 @@ let scoreTimer = null;
 function scoreSoon() {
   clearTimeout(scoreTimer);
   scoreTimer = setTimeout(async () => {
+    const sent = b64encode(image);
     try {
-      const r = await (await post('/api/score', { image: b64encode(image) })).json();
+      const r = await (await post('/api/score', { image: sent })).json();
       $('bpd').textContent = r.bits_per_dim.toFixed(3);
+      page.scored = sent; // the drawing this figure is of
     } catch (e) {
       $('bpd').textContent = '(' + e.message + ')';
     }
@@ -183,10 +185,14 @@ async function run(path, body, count, grid, statsEl, button, keep) {
         d.images.forEach((text, k) => images[k].set(b64decode(text), d.from));
         produced = d.to + 1;
         const s = (performance.now() - t0) / 1000;
+        // the whole batch's rate so far: its images advance together, column by column
+        const imagesPerSecond = (d.batch_images * (d.to + 1)) / T / Math.max(d.seconds, 1e-3);
         statsEl.textContent = `row ${Math.ceil(produced / (W * C))} of ${H} · ` +
+          `${imagesPerSecond.toFixed(1)} images/s · ` +
           `${Math.round((count * produced) / s).toLocaleString()} pixels/s here · ` +
           `batch of ${d.batch_images} images from ${d.batch_requests} ` +
           `request${d.batch_requests > 1 ? 's' : ''}`;
+        page.runningStats = statsEl.textContent;
         if (!pending) { pending = true; requestAnimationFrame(show); }
       } else if (name === 'done') {
         show();
