@@ -83,29 +83,19 @@ ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vect
   }
   ImageSet out{n * K, images.height, images.width, images.channels, {}};
   out.bytes.resize(given.size());
-  // A rollout numbers its images first_index, first_index + 1, ...; a run of consecutive file
-  // indices therefore maps onto one rollout (index i, sample k -> i * K + k), and a selection
-  // like 0-15 is a single batched job.
-  const int64_t total = n * K * int64_t(T - 1);
-  int64_t done_before = 0;
-  for (int64_t start = 0; start < n;) {
-    int64_t end = start + 1;
-    while (end < n && index[end] == index[end - 1] + 1)
-      ++end;
-    Rollout job;
-    job.count = (end - start) * K;
-    job.seed = seed;
-    job.first_index = completion_rng_index(index[start], samples, 0);
-    job.given = &given[size_t(start * K) * T];
-    job.known = &mask[size_t(start * K) * T];
-    job.out = &out.bytes[size_t(start * K) * T];
-    Progress inner;
-    if (progress)
-      inner = [&](int64_t done, int64_t) { progress(done_before + done, total); };
-    engine.run(job, inner);
-    done_before += job.count * int64_t(T - 1);
-    start = end;
-  }
+  // One rollout over every completion, each row with its own RNG key (index i, sample k ->
+  // image i * K + k of the run with `seed`): any selection, scattered or not, is one batched job.
+  std::vector<uint64_t> seeds(size_t(n * K), seed), rng_index(size_t(n * K));
+  for (int64_t r = 0; r < n * K; ++r)
+    rng_index[size_t(r)] = uint64_t(completion_rng_index(index[r / K], samples, int(r % K)));
+  Rollout job;
+  job.count = n * K;
+  job.given = given.data();
+  job.known = mask.data();
+  job.out = out.bytes.data();
+  job.seeds = seeds.data();
+  job.images = rng_index.data();
+  engine.run(job, progress);
   return out;
 }
 

@@ -188,6 +188,11 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Ticket>> batch) {
     return;
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  { // counted before the answers go out: a client that asks for the stats next sees its request
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.requests_done += int64_t(batch.size());
+    stats_.images_done += rows;
+  }
   for (size_t i = 0; i < batch.size(); ++i) {
     Ticket &k = *batch[i];
     const int64_t a = start[i];
@@ -209,9 +214,6 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Ticket>> batch) {
     }
     k.push({"done", std::move(done)});
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.requests_done += int64_t(batch.size());
-  stats_.images_done += rows;
 }
 
 } // namespace tarnn::serve
