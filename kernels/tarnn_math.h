@@ -20,11 +20,52 @@ namespace tarnn {
 constexpr float kAttentionEps = 1e-6f; // fast-transformers' LinearAttention eps
 constexpr float kLayerNormEps = 1e-5f; // torch.nn.LayerNorm's default
 constexpr float kMinLogScale = -7.0f;  // PixelCNN++ clamp on log scales
+constexpr int kMaxHeadDim = 256;       // d_head at most (config.json is checked against it)
 
 // ---- feature map and activations ----------------------------------------------------------------
 
+// exp(x) for x <= 0 on the host, bit for bit glibc 2.36's expf as every x86-64 with FMA runs it
+// (its __expf_fma: a 32-entry table of 2^(i/32) and a cubic in double; checked against it on all
+// 2,139,095,041 floats from -0 down, tests/kernels/test_math.cpp samples that). Written out so
+// that the CPU's images do not depend on the machine's libm, and so that a loop of it has no
+// calls and vectorizes (phi of q and k were 40% of the attention's time as libm calls).
+// Below log(2^-150) it is 0, as expf; NaN stays NaN.
+inline constexpr uint64_t kExp2Table[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
+    0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
+    0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+    0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
+    0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+    0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
+    0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+
+inline __attribute__((always_inline)) float expf_exact(float x) {
+  constexpr double N = 32, kInvLn2N = 0x1.71547652b82fep+0 * N, kShift = 0x1.8p+52;
+  constexpr double C0 = 0x1.c6af84b912394p-5 / N / N / N, C1 = 0x1.ebfce50fac4f3p-3 / N / N,
+                   C2 = 0x1.62e42ff0c52d6p-1 / N;
+  const double xd = x, z = kInvLn2N * xd; // x N / ln 2 = k + r, r in [-1/2, 1/2]
+  double kd = z + kShift;                 // k rounded to nearest, in the low bits
+  uint64_t ki;
+  __builtin_memcpy(&ki, &kd, 8);
+  kd -= kShift;
+  const double r = __builtin_fma(kInvLn2N, xd, -kd); // fused, as the FMA build computes it
+  const uint64_t t = kExp2Table[ki % 32] + (ki << 47);  // 2^(k/N)
+  double s;
+  __builtin_memcpy(&s, &t, 8);
+  const double r2 = r * r;
+  const double y = __builtin_fma(__builtin_fma(C0, r, C1), r2, __builtin_fma(C2, r, 1.0)) * s;
+  return x < -0x1.9fe368p6f ? 0.0f : static_cast<float>(y);
+}
+
 // phi(u) = elu(u) + 1 (the paper's equation 7): positive, so the normaliser never vanishes.
-TARNN_HD float phi(float u) { return u > 0.0f ? u + 1.0f : expf(u); }
+TARNN_HD float phi(float u) {
+#ifdef __CUDA_ARCH__
+  return u > 0.0f ? u + 1.0f : expf(u);
+#else
+  return u > 0.0f ? u + 1.0f : expf_exact(u);
+#endif
+}
 
 TARNN_HD float relu(float u) { return u > 0.0f ? u : 0.0f; }
 
@@ -49,23 +90,39 @@ TARNN_HD void normaliser_cell(float &z_i, float phik_i, float phiq_i, float &den
 
 TARNN_HD float attention_out(float num_j, float den) { return num_j / (den + kAttentionEps); }
 
-// One head of one image at one position, the state updated before it is read (t attends to t).
-// S is d x d row-major (row i: key feature, column j: value), z is d.
-TARNN_HD void linear_attention_step(const float *__restrict__ q, const float *__restrict__ k,
-                                    const float *__restrict__ v, float *__restrict__ S,
-                                    float *__restrict__ z, float *__restrict__ out, int d) {
+// One head of one image at one position, the state updated before it is read (t attends to t),
+// from phi(q) and phi(k) already taken. S is d x d row-major (row i: key feature, column j:
+// value), z is d. D > 0 fixes d = D at compile time (the same operations in the same order, the
+// same bits), so the CPU keeps the numerators in vector registers.
+template <int D = 0>
+TARNN_HD void linear_attention_update(const float *__restrict__ fq, const float *__restrict__ fk,
+                                      const float *__restrict__ v, float *__restrict__ S,
+                                      float *__restrict__ z, float *__restrict__ out,
+                                      int d_runtime) {
+  const int d = D > 0 ? D : d_runtime;
   float den = 0.0f;
   for (int j = 0; j < d; ++j)
     out[j] = 0.0f; // used as the numerators until the last loop
   for (int i = 0; i < d; ++i) {
-    const float fk = phi(k[i]), fq = phi(q[i]);
-    normaliser_cell(z[i], fk, fq, den);
+    normaliser_cell(z[i], fk[i], fq[i], den);
     float *row = S + i * d;
     for (int j = 0; j < d; ++j)
-      state_cell(row[j], fk, v[j], fq, out[j]);
+      state_cell(row[j], fk[i], v[j], fq[i], out[j]);
   }
   for (int j = 0; j < d; ++j)
     out[j] = attention_out(out[j], den);
+}
+
+// The same from q and k (biases included): phi first, then the update.
+TARNN_HD void linear_attention_step(const float *__restrict__ q, const float *__restrict__ k,
+                                    const float *__restrict__ v, float *__restrict__ S,
+                                    float *__restrict__ z, float *__restrict__ out, int d) {
+  float fq[kMaxHeadDim], fk[kMaxHeadDim];
+  for (int i = 0; i < d; ++i) {
+    fq[i] = phi(q[i]);
+    fk[i] = phi(k[i]);
+  }
+  linear_attention_update(fq, fk, v, S, z, out, d);
 }
 
 // ---- LayerNorm (biased variance, as torch) ------------------------------------------------------

@@ -40,6 +40,7 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+static int kPrefillRows = getenv("PF") ? atoi(getenv("PF")) : 128;
 struct Stopped {}; // thrown into a worker's rollout when another worker failed
 
 class CpuBackend : public Backend {
@@ -151,7 +152,7 @@ private:
     const StepBuffers b = step_buffers(memory.data(), layout);
     CpuOps ops(c, weights_.view(), b, options_.reference);
     // the prefill's own rows: up to 128 positions of one image at a time, one state
-    const BatchLayout pre_layout = batch_layout(c, std::min(128, c.positions()), 1);
+    const BatchLayout pre_layout = batch_layout(c, std::min(kPrefillRows, c.positions()), 1);
     std::vector<double> pre_memory(pre_layout.total / sizeof(double) + 1);
     const StepBuffers pre_b = step_buffers(pre_memory.data(), pre_layout);
     PrefillOps pre(c, weights_.view(), pre_b, options_.reference, prefill_threads);

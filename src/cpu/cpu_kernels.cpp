@@ -1,5 +1,8 @@
 // The CPU's per-row loops that are worth vectorising, each compiled for AVX-512, AVX2 and any
 // x86-64 (TARNN_CPU_VARIANTS) and chosen at run time: every variant gives the same bits.
+#include <immintrin.h>
+#include <vector>
+
 #include "../../kernels/linear_attention.h"
 #include "../../kernels/residual_layernorm.h"
 #include "cpu_features.h"
@@ -10,22 +13,109 @@ namespace tarnn {
 
 namespace {
 
-// linear_attention_step for every (row, head) of one layer. one_state: the rows are consecutive
-// positions of ONE image (core/prefill.h), walked in row order through one state; else each row
-// is an image with its own.
+// GCC 12's intrinsics headers start some casts from _mm512_undefined_*: a false positive
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+// phi of 16 floats with AVX-512: expf_exact's arithmetic (tarnn_math.h), 8 doubles at a time, so
+// the same bits as the scalar phi; the table of 2^(i/32) read by two-source permutes.
+__attribute__((target("avx512f"))) inline __m512d exp_exact_pd(__m512d xd) {
+  constexpr double N = 32;
+  const __m512d inv_ln2_n = _mm512_set1_pd(0x1.71547652b82fep+0 * N);
+  const __m512d shift = _mm512_set1_pd(0x1.8p+52);
+  const __m512i *table = reinterpret_cast<const __m512i *>(kExp2Table);
+  const __m512d z = _mm512_mul_pd(inv_ln2_n, xd);
+  const __m512d kd_shifted = _mm512_add_pd(z, shift);
+  const __m512i ki = _mm512_castpd_si512(kd_shifted);
+  const __m512d kd = _mm512_sub_pd(kd_shifted, shift);
+  const __m512d r = _mm512_fmsub_pd(inv_ln2_n, xd, kd);
+  const __m512i i = _mm512_and_si512(ki, _mm512_set1_epi64(31));
+  const __m512i t0 = _mm512_permutex2var_epi64(_mm512_loadu_si512(table), i,
+                                               _mm512_loadu_si512(table + 1));
+  const __m512i t1 = _mm512_permutex2var_epi64(_mm512_loadu_si512(table + 2), i,
+                                               _mm512_loadu_si512(table + 3));
+  const __m512i t = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(i, _mm512_set1_epi64(16)), t0,
+                                            t1);
+  const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(ki, 47)));
+  const __m512d r2 = _mm512_mul_pd(r, r);
+  const __m512d c0 = _mm512_set1_pd(0x1.c6af84b912394p-5 / N / N / N);
+  const __m512d c1 = _mm512_set1_pd(0x1.ebfce50fac4f3p-3 / N / N);
+  const __m512d c2 = _mm512_set1_pd(0x1.62e42ff0c52d6p-1 / N);
+  const __m512d p = _mm512_fmadd_pd(_mm512_fmadd_pd(c0, r, c1), r2,
+                                    _mm512_fmadd_pd(c2, r, _mm512_set1_pd(1.0)));
+  return _mm512_mul_pd(p, s);
+}
+
+__attribute__((target("avx512f"))) inline void phi_avx512(const float *u, float *out, int n) {
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(u + i);
+    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+    const __m512d hi =
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    const __m256 elo = _mm512_cvtpd_ps(exp_exact_pd(lo)), ehi = _mm512_cvtpd_ps(exp_exact_pd(hi));
+    __m512 e = _mm512_castpd_ps(_mm512_insertf64x4(
+        _mm512_castpd256_pd512(_mm256_castps_pd(elo)), _mm256_castps_pd(ehi), 1));
+    const __m512 zero = _mm512_setzero_ps();
+    e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-0x1.9fe368p6f), _CMP_LT_OQ), e,
+                             zero);
+    const __m512 y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, zero, _CMP_GT_OQ), e,
+                                          _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+    _mm512_storeu_ps(out + i, y);
+  }
+  for (; i < n; ++i)
+    out[i] = phi(u[i]);
+}
+#pragma GCC diagnostic pop
+
+// The attention of every row and head of one layer: phi of the row's q and k (A wide each) first,
+// then linear_attention_update per head. one_state: the rows are consecutive positions of ONE
+// image (core/prefill.h), walked in row order through one state; else each row is an image with
+// its own. kAvx512: phi 16 lanes at a time (phi_avx512), else element by element.
+template <bool kAvx512>
 __attribute__((always_inline)) inline void attention_body(const float *qkv, float *state,
                                                           float *att, int rows, int layer,
                                                           int n_layers, int n_heads, int d,
                                                           bool one_state) {
   const int A = n_heads * d;
+  std::vector<float> phis(2 * size_t(A));
+  float *fq = phis.data(), *fk = fq + A;
   for (int r = 0; r < rows; ++r) {
     const float *q = qkv + size_t(r) * 3 * A;
+    if constexpr (kAvx512) {
+      phi_avx512(q, fq, 2 * A); // q and k are adjacent: [q | k | v]
+    } else {
+      for (int i = 0; i < 2 * A; ++i)
+        fq[i] = phi(q[i]);
+    }
     for (int h = 0; h < n_heads; ++h) {
       float *S = state + state_block_offset(one_state ? 0 : r, layer, h, n_layers, n_heads, d);
-      linear_attention_step(q + h * d, q + A + h * d, q + 2 * A + h * d, S, S + size_t(d) * d,
-                            att + size_t(r) * A + h * d, d);
+      float *out = att + size_t(r) * A + h * d;
+      if (d == 32) // the paper's d_head: unrolled, the same bits
+        linear_attention_update<32>(fq + h * d, fk + h * d, q + 2 * A + h * d, S, S + 32 * 32, out,
+                                    d);
+      else
+        linear_attention_update(fq + h * d, fk + h * d, q + 2 * A + h * d, S, S + size_t(d) * d,
+                                out, d);
     }
   }
+}
+
+void attention_portable(const float *qkv, float *state, float *att, int rows, int layer,
+                        int n_layers, int n_heads, int d, bool one_state) {
+  attention_body<false>(qkv, state, att, rows, layer, n_layers, n_heads, d, one_state);
+}
+__attribute__((target("avx2,fma"))) void attention_avx2(const float *qkv, float *state, float *att,
+                                                        int rows, int layer, int n_layers,
+                                                        int n_heads, int d, bool one_state) {
+  attention_body<false>(qkv, state, att, rows, layer, n_layers, n_heads, d, one_state);
+}
+__attribute__((target("avx512f"))) void attention_avx512(const float *qkv, float *state,
+                                                         float *att, int rows, int layer,
+                                                         int n_layers, int n_heads, int d,
+                                                         bool one_state) {
+  attention_body<true>(qkv, state, att, rows, layer, n_layers, n_heads, d, one_state);
 }
 
 __attribute__((always_inline)) inline void
@@ -33,10 +123,6 @@ layernorm_rows_body(float *x, const float *y, const float *w, const float *b, in
   residual_layernorm_cpu(x, y, w, b, rows, n);
 }
 
-TARNN_CPU_VARIANTS(attention,
-                   (const float *qkv, float *state, float *att, int rows, int layer, int n_layers,
-                    int n_heads, int d, bool one_state),
-                   (qkv, state, att, rows, layer, n_layers, n_heads, d, one_state))
 TARNN_CPU_VARIANTS(layernorm_rows,
                    (float *x, const float *y, const float *w, const float *b, int rows, int n),
                    (x, y, w, b, rows, n))
