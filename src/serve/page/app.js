@@ -33,8 +33,8 @@ function paint(canvas, bytes, upto = T, known = null) {
       r = 30; g = 36; b = 52;
     } else if (C === 1) {
       r = g = b = bytes[at];
-    } else {
-      r = bytes[at]; g = bytes[at + 1]; b = bytes[at + 2];
+    } else { // RGB as it is; two channels as red and green
+      r = bytes[at]; g = bytes[at + 1]; b = C >= 3 ? bytes[at + 2] : 0;
     }
     if (known && !known[at]) { r = 0.55 * r + 0.45 * 224; g = 0.55 * g + 0.45 * 49; b = 0.55 * b + 0.45 * 49; }
     out.data.set([r, g, b, 255], p * 4);
