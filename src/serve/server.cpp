@@ -1,7 +1,10 @@
 // The HTTP side of tarnn serve (include/tarnn/serve.h): the page's files from the binary, the JSON
 // API, and each run streamed as server-sent events. Nothing in a request names a file.
+#include <arpa/inet.h>
 #include <atomic>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <thread>
 
 #include "batcher.h"
@@ -40,6 +43,31 @@ const char *content_type(const std::string &name) {
          : ext == "js"  ? "text/javascript; charset=utf-8"
          : ext == "css" ? "text/css; charset=utf-8"
                         : "application/json";
+}
+
+// httplib 0.11 listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's
+// library). Clients that connect while the accept loop waits for a CPU overflow it: the kernel
+// drops their handshakes, and a connection accepted later, whose request arrives after httplib's
+// 5-s wait for it, is reset (tools/serve_load.py saw it under CI's load; a server stopped for 3 s
+// while 64 clients connect reproduces it). listen() again on the bound socket raises the backlog
+// (Linux); the socket is found by its port, since httplib keeps it private.
+void widen_backlog(int port) {
+  for (int fd = 0; fd < 1024; ++fd) {
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening)
+      continue;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &alen) != 0)
+      continue;
+    const int bound =
+        addr.ss_family == AF_INET    ? ntohs(reinterpret_cast<const sockaddr_in &>(addr).sin_port)
+        : addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6 &>(addr).sin6_port)
+                                     : -1;
+    if (bound == port)
+      ::listen(fd, SOMAXCONN);
+  }
 }
 
 std::string sse(const Ticket::Event &e) {
@@ -204,6 +232,7 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
     throw Error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
                     " (in use, or not an address of this machine)",
                 Error::Kind::Runtime);
+  widen_backlog(port);
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     while (!done && !should_stop())

@@ -218,3 +218,32 @@ def test_bad_command_lines_are_one_line_errors(small):
         assert r.returncode == code, (args, r.returncode, r.stderr)
         lines = [l for l in r.stderr.splitlines() if not l.startswith("tarnn serve: listening on")]
         assert len(lines) == 1 and words in lines[0], (args, r.stderr)
+
+
+def test_clients_that_connect_while_the_server_is_stalled_are_all_served():
+    # httplib's own listen backlog is 5: 64 clients connecting while the accept loop is starved
+    # (here: the server stopped for 3 s) got connection resets before the backlog was widened
+    s = Server(binary(), "--model", SMALL, "--threads", "1")
+    results, lock = [], threading.Lock()
+
+    def client(i):
+        try:
+            status, _ = s.stream("/api/sample", {"n": 2, "seed": i})
+        except OSError as e:
+            status = repr(e)[:80]
+        with lock:
+            results.append(status)
+
+    try:
+        os.kill(s.proc.pid, signal.SIGSTOP)
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(64)]
+        for t in threads:
+            t.start()
+        time.sleep(3)
+        os.kill(s.proc.pid, signal.SIGCONT)
+        for t in threads:
+            t.join()
+    finally:
+        os.kill(s.proc.pid, signal.SIGCONT)
+        assert s.stop()[0] == 0
+    assert results == [200] * 64, sorted(map(str, results))[:3]
