@@ -1,7 +1,6 @@
 // The CPU's per-row loops that are worth vectorising, each compiled for AVX-512, AVX2 and any
 // x86-64 (TARNN_CPU_VARIANTS) and chosen at run time: every variant gives the same bits.
 #include <immintrin.h>
-#include <vector>
 
 #include "../../kernels/linear_attention.h"
 #include "../../kernels/residual_layernorm.h"
@@ -79,25 +78,25 @@ __attribute__((always_inline)) inline void attention_body(const float *qkv, floa
                                                           int n_layers, int n_heads, int d,
                                                           bool one_state) {
   const int A = n_heads * d;
-  std::vector<float> phis(2 * size_t(A));
-  float *fq = phis.data(), *fk = fq + A;
+  float fq[kMaxHeadDim], fk[kMaxHeadDim]; // phi of one head's q and k: no allocation per step
   for (int r = 0; r < rows; ++r) {
-    const float *q = qkv + size_t(r) * 3 * A;
-    if constexpr (kAvx512) {
-      phi_avx512(q, fq, 2 * A); // q and k are adjacent: [q | k | v]
-    } else {
-      for (int i = 0; i < 2 * A; ++i)
-        fq[i] = phi(q[i]);
-    }
+    const float *q = qkv + size_t(r) * 3 * A; // [q | k | v], A wide each
     for (int h = 0; h < n_heads; ++h) {
+      if constexpr (kAvx512) {
+        phi_avx512(q + h * d, fq, d);
+        phi_avx512(q + A + h * d, fk, d);
+      } else {
+        for (int i = 0; i < d; ++i) {
+          fq[i] = phi(q[h * d + i]);
+          fk[i] = phi(q[A + h * d + i]);
+        }
+      }
       float *S = state + state_block_offset(one_state ? 0 : r, layer, h, n_layers, n_heads, d);
       float *out = att + size_t(r) * A + h * d;
       if (d == 32) // the paper's d_head: unrolled, the same bits
-        linear_attention_update<32>(fq + h * d, fk + h * d, q + 2 * A + h * d, S, S + 32 * 32, out,
-                                    d);
+        linear_attention_update<32>(fq, fk, q + 2 * A + h * d, S, S + 32 * 32, out, d);
       else
-        linear_attention_update(fq + h * d, fk + h * d, q + 2 * A + h * d, S, S + size_t(d) * d,
-                                out, d);
+        linear_attention_update(fq, fk, q + 2 * A + h * d, S, S + size_t(d) * d, out, d);
     }
   }
 }
