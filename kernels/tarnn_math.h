@@ -49,8 +49,8 @@ inline __attribute__((always_inline)) float expf_exact(float x) {
   uint64_t ki;
   __builtin_memcpy(&ki, &kd, 8);
   kd -= kShift;
-  const double r = __builtin_fma(kInvLn2N, xd, -kd); // fused, as the FMA build computes it
-  const uint64_t t = kExp2Table[ki % 32] + (ki << 47);  // 2^(k/N)
+  const double r = __builtin_fma(kInvLn2N, xd, -kd);   // fused, as the FMA build computes it
+  const uint64_t t = kExp2Table[ki % 32] + (ki << 47); // 2^(k/N)
   double s;
   __builtin_memcpy(&s, &t, 8);
   const double r2 = r * r;

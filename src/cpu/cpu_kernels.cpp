@@ -30,19 +30,19 @@ __attribute__((target("avx512f"))) inline __m512d exp_exact_pd(__m512d xd) {
   const __m512d kd = _mm512_sub_pd(kd_shifted, shift);
   const __m512d r = _mm512_fmsub_pd(inv_ln2_n, xd, kd);
   const __m512i i = _mm512_and_si512(ki, _mm512_set1_epi64(31));
-  const __m512i t0 = _mm512_permutex2var_epi64(_mm512_loadu_si512(table), i,
-                                               _mm512_loadu_si512(table + 1));
-  const __m512i t1 = _mm512_permutex2var_epi64(_mm512_loadu_si512(table + 2), i,
-                                               _mm512_loadu_si512(table + 3));
-  const __m512i t = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(i, _mm512_set1_epi64(16)), t0,
-                                            t1);
+  const __m512i t0 =
+      _mm512_permutex2var_epi64(_mm512_loadu_si512(table), i, _mm512_loadu_si512(table + 1));
+  const __m512i t1 =
+      _mm512_permutex2var_epi64(_mm512_loadu_si512(table + 2), i, _mm512_loadu_si512(table + 3));
+  const __m512i t =
+      _mm512_mask_blend_epi64(_mm512_test_epi64_mask(i, _mm512_set1_epi64(16)), t0, t1);
   const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(ki, 47)));
   const __m512d r2 = _mm512_mul_pd(r, r);
   const __m512d c0 = _mm512_set1_pd(0x1.c6af84b912394p-5 / N / N / N);
   const __m512d c1 = _mm512_set1_pd(0x1.ebfce50fac4f3p-3 / N / N);
   const __m512d c2 = _mm512_set1_pd(0x1.62e42ff0c52d6p-1 / N);
-  const __m512d p = _mm512_fmadd_pd(_mm512_fmadd_pd(c0, r, c1), r2,
-                                    _mm512_fmadd_pd(c2, r, _mm512_set1_pd(1.0)));
+  const __m512d p =
+      _mm512_fmadd_pd(_mm512_fmadd_pd(c0, r, c1), r2, _mm512_fmadd_pd(c2, r, _mm512_set1_pd(1.0)));
   return _mm512_mul_pd(p, s);
 }
 
@@ -54,8 +54,8 @@ __attribute__((target("avx512f"))) inline void phi_avx512(const float *u, float 
     const __m512d hi =
         _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
     const __m256 elo = _mm512_cvtpd_ps(exp_exact_pd(lo)), ehi = _mm512_cvtpd_ps(exp_exact_pd(hi));
-    __m512 e = _mm512_castpd_ps(_mm512_insertf64x4(
-        _mm512_castpd256_pd512(_mm256_castps_pd(elo)), _mm256_castps_pd(ehi), 1));
+    __m512 e = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(elo)),
+                                                   _mm256_castps_pd(ehi), 1));
     const __m512 zero = _mm512_setzero_ps();
     e = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-0x1.9fe368p6f), _CMP_LT_OQ), e,
                              zero);
@@ -73,10 +73,9 @@ __attribute__((target("avx512f"))) inline void phi_avx512(const float *u, float 
 // image (core/prefill.h), walked in row order through one state; else each row is an image with
 // its own. kAvx512: phi 16 lanes at a time (phi_avx512), else element by element.
 template <bool kAvx512>
-__attribute__((always_inline)) inline void attention_body(const float *qkv, float *state,
-                                                          float *att, int rows, int layer,
-                                                          int n_layers, int n_heads, int d,
-                                                          bool one_state) {
+__attribute__((always_inline)) inline void
+attention_body(const float *qkv, float *state, float *att, int rows, int layer, int n_layers,
+               int n_heads, int d, bool one_state) {
   const int A = n_heads * d;
   float fq[kMaxHeadDim], fk[kMaxHeadDim]; // phi of one head's q and k: no allocation per step
   for (int r = 0; r < rows; ++r) {
@@ -110,10 +109,9 @@ __attribute__((target("avx2,fma"))) void attention_avx2(const float *qkv, float 
                                                         int n_heads, int d, bool one_state) {
   attention_body<false>(qkv, state, att, rows, layer, n_layers, n_heads, d, one_state);
 }
-__attribute__((target("avx512f"))) void attention_avx512(const float *qkv, float *state,
-                                                         float *att, int rows, int layer,
-                                                         int n_layers, int n_heads, int d,
-                                                         bool one_state) {
+__attribute__((target("avx512f"))) void attention_avx512(const float *qkv, float *state, float *att,
+                                                         int rows, int layer, int n_layers,
+                                                         int n_heads, int d, bool one_state) {
   attention_body<true>(qkv, state, att, rows, layer, n_layers, n_heads, d, one_state);
 }
 
