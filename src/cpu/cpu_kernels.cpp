@@ -91,6 +91,12 @@ attention_body(const float *qkv, float *state, float *att, int rows, int layer, 
         }
       }
       float *S = state + state_block_offset(one_state ? 0 : r, layer, h, n_layers, n_heads, d);
+      if (!one_state && r + 1 < rows) { // the next image's block of this head, while this one runs
+        const char *next = reinterpret_cast<const char *>(
+            state + state_block_offset(r + 1, layer, h, n_layers, n_heads, d));
+        for (size_t at = 0; at < (size_t(d) + 1) * d * sizeof(float); at += 64)
+          __builtin_prefetch(next + at, /*write*/ 1, /*keep*/ 3);
+      }
       float *out = att + size_t(r) * A + h * d;
       if (d == 32) // the paper's d_head: unrolled, the same bits
         linear_attention_update<32>(fq, fk, q + 2 * A + h * d, S, S + 32 * 32, out, d);

@@ -35,12 +35,7 @@ __attribute__((target("avx512f"))) void tile_avx512(const float *panel, int in, 
       c1[r] = _mm512_fmadd_ps(a, w1, c1[r]);
     }
   }
-  float acc[R][P];
-  for (int r = 0; r < R; ++r) {
-    _mm512_storeu_ps(acc[r], c0[r]);
-    _mm512_storeu_ps(acc[r] + 16, c1[r]);
-  }
-  store_tile<R>(acc, b, ncols, y, ldy, act);
+  gemm::store_tile_avx512<R>(c0, c1, b, ncols, y, ldy, act);
 }
 
 // The same chain per element in plain C++: compiled twice, for any x86-64 and with AVX2 and FMA

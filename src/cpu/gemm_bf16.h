@@ -1,5 +1,5 @@
 // y = act(x W^T + b) with W and x rounded to bfloat16 and the products summed in fp32: the CPU's
-// bf16 GEMM for the precision issue (not yet selectable: --precision is still to come).
+// GEMM for --precision bf16.
 //
 // AVX512_BF16's vdpbf16ps does 32 products per instruction, twice the rate of fp32 FMAs. Its
 // arithmetic per output lane and pair of k is acc += x[k+1] w[k+1], then acc += x[k] w[k]: a
@@ -15,8 +15,14 @@
 
 namespace tarnn {
 
-uint16_t to_bf16(float f); // round to nearest even; NaN stays NaN
+// Round to nearest even; NaN stays NaN (quiet); a subnormal becomes a zero of its sign. The rule
+// of vcvtne2ps2bf16, so the instruction and this agree on every float.
+uint16_t to_bf16(float f);
 float from_bf16(uint16_t h);
+
+// x2[r * ceil(in/2) + k/2] = bf16(x[r * ldx + k]) | bf16(x[r * ldx + k + 1]) << 16 (0 past `in`):
+// a GEMM's input rounded once, with vcvtne2ps2bf16 where the CPU has it.
+void round_to_bf16_pairs(const float *x, int ldx, int rows, int in, uint32_t *x2);
 
 // AVX-512 with AVX512_BF16, and not refused by TARNN_NO_AVX512=1.
 bool cpu_has_avx512_bf16();

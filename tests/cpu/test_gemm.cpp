@@ -101,6 +101,38 @@ TEST(GemmBf16, RoundsToNearestEven) {
   EXPECT_EQ(from_bf16(to_bf16(0.15625f)), 0.15625f); // exact in bf16: unchanged
 }
 
+// Every kind of float (random bit patterns: subnormals, infinities, NaNs, ties) and every tail
+// length: the instruction's rounding (on a CPU with AVX512_BF16) is to_bf16's, bit for bit.
+TEST(GemmBf16, RoundingTheInputIsToBf16OnEveryFloat) {
+  std::printf("round_to_bf16_pairs path: %s\n",
+              cpu_has_avx512_bf16() ? "AVX512_BF16 (vcvtne2ps2bf16)" : "portable");
+  uint32_t bits = 12345;
+  for (int in = 1; in <= 70; ++in) {
+    const int rows = 300, ldx = in + 3, pairs = (in + 1) / 2;
+    std::vector<float> x(size_t(rows) * ldx);
+    for (float &f : x) {
+      bits = bits * 1664525u + 1013904223u;
+      uint32_t u = bits;
+      if ((u & 7) == 0)
+        u &= 0x807fffffu; // a subnormal or a zero
+      if ((u & 7) == 1)
+        u = (u & 0xffff0000u) | 0x8000u; // a tie
+      std::memcpy(&f, &u, 4);
+    }
+    std::vector<uint32_t> got(size_t(rows) * pairs, 0xdeadbeef);
+    round_to_bf16_pairs(x.data(), ldx, rows, in, got.data());
+    for (int r = 0; r < rows; ++r)
+      for (int k = 0; k < pairs; ++k) {
+        const float *xr = &x[size_t(r) * ldx];
+        const uint32_t want =
+            to_bf16(xr[2 * k]) | uint32_t(2 * k + 1 < in ? to_bf16(xr[2 * k + 1]) : 0) << 16;
+        ASSERT_EQ(got[size_t(r) * pairs + k], want) << "in " << in << " row " << r << " pair " << k;
+      }
+  }
+  EXPECT_EQ(to_bf16(1e-40f), 0x0000);  // subnormal: zero
+  EXPECT_EQ(to_bf16(-1e-40f), 0x8000); // of its sign
+}
+
 TEST(GemmBf16, FastPathEqualsReferenceBitForBit) {
   std::printf("linear_forward_bf16 path: %s\n",
               cpu_has_avx512_bf16() ? "AVX512_BF16 (vdpbf16ps)" : "portable");
