@@ -15,7 +15,9 @@ the golden's expected values then come from that attention's parallel form.
 
 --golden N also writes, from the parallel (causal, equation 9) form of tools/tarnn_model.py run in
 float64: inputs-idx-ubyte (N images: random bytes, all black, sparse strokes), expected.json
-({"mixture_params": [N][L][3K], "bits_per_dim": [N]}).
+({"mixture_params": [N][L][3K], "bits_per_dim": [N]}), and expected-bf16.json, the same for
+--precision bf16 (tarnn_model.bf16_matmul_inputs: the linear layers' inputs and weights rounded
+to bfloat16, everything else as before).
 """
 
 import argparse
@@ -89,14 +91,17 @@ def main():
         write_idx(os.path.join(args.out, "inputs-idx-ubyte"), images.reshape(shape))
         # The reference reads the weights as the engine will (through the file's dtype), in
         # float64, so the expected values measure only the engine's error.
-        ref = tm.load_model_dir(args.out).double()
         x = torch.from_numpy(images.astype(np.int64))
-        with torch.no_grad():
-            o = ref(x[:, :-1])
-            lp = tm.log_prob_bytes(o.double(), x[:, 1:], cfg["mixtures"]).double()
-        bpd = (-lp.sum(-1) / (lp.shape[-1] * np.log(2.0))).tolist()
-        with open(os.path.join(args.out, "expected.json"), "w") as f:
-            json.dump({"mixture_params": o.tolist(), "bits_per_dim": bpd}, f)
+        for name, bf16 in (("expected.json", False), ("expected-bf16.json", True)):
+            ref = tm.load_model_dir(args.out).double()
+            if bf16:
+                tm.bf16_matmul_inputs(ref)
+            with torch.no_grad():
+                o = ref(x[:, :-1])
+                lp = tm.log_prob_bytes(o.double(), x[:, 1:], cfg["mixtures"]).double()
+            bpd = (-lp.sum(-1) / (lp.shape[-1] * np.log(2.0))).tolist()
+            with open(os.path.join(args.out, name), "w") as f:
+                json.dump({"mixture_params": o.tolist(), "bits_per_dim": bpd}, f)
     print(f"wrote {args.out} ({tm.param_count(cfg)} parameters)")
 
 

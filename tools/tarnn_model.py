@@ -170,6 +170,26 @@ class ImageTransformer(nn.Module):
             return self.predictor(wide(h))
 
 
+def round_bf16(t):
+    """t rounded to bfloat16 (to nearest even) and back to its dtype: the engine's --precision bf16
+    rounding of a GEMM's input and weights. (The engine also flushes subnormals to zero, as
+    vcvtne2ps2bf16 does: a difference below 1.2e-38.)"""
+    return t.to(torch.bfloat16).to(t.dtype)
+
+
+def bf16_matmul_inputs(model):
+    """The reference of the engine's --precision bf16: every linear layer's weights rounded to
+    bfloat16 once, its input rounded at each call, the products summed in the model's own dtype
+    (float64 for the goldens: products of bf16 values are exact, the sums nearly so); biases,
+    phi, the state, LayerNorm and the mixture untouched. In place; returns the model."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.Linear):
+                m.weight.copy_(round_bf16(m.weight))
+                m.register_forward_pre_hook(lambda _, args: (round_bf16(args[0]),))
+    return model
+
+
 def log_prob_bytes(o, target, k):
     """SPEC section 2: log p(target byte) under the discretized logistic mixture o = [..., 3K]."""
     o = wide(o)

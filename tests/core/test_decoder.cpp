@@ -16,22 +16,28 @@ using namespace tarnn_test;
 
 namespace {
 
-RunOptions run_options(int64_t batch, int threads, bool reference) {
+RunOptions run_options(int64_t batch, int threads, bool reference,
+                       const std::string &precision = "fp32") {
   RunOptions o;
   o.batch = batch;
   o.threads = threads;
   o.reference = reference;
+  o.precision = precision;
   return o;
 }
 
 // Teacher-forces the golden inputs through the decoder; checks every position's mixture
-// parameters and each image's bits/dim against tools/random_model.py's float64 reference.
-void check_golden(const std::string &dir, double param_tol, double bpd_tol, bool reference) {
+// parameters and each image's bits/dim against tools/random_model.py's float64 reference
+// (expected.json; with bf16, expected-bf16.json: the reference with bf16 GEMM inputs).
+void check_golden(const std::string &dir, double param_tol, double bpd_tol, bool reference,
+                  const std::string &precision = "fp32", double mean_tol = 1.0) {
   const Model m = load_model(dir);
   const Config &c = m.config;
-  const CpuWeights w(m);
+  const CpuWeights w(m, precision == "bf16");
   const ImageSet in = read_images(dir + "/inputs-idx-ubyte", c);
-  const auto expected = nlohmann::json::parse(read_file(dir + "/expected.json"));
+  const auto fp32 = nlohmann::json::parse(read_file(dir + "/expected.json"));
+  const auto expected =
+      precision == "bf16" ? nlohmann::json::parse(read_file(dir + "/expected-bf16.json")) : fp32;
   const int n = int(in.count), K3 = c.d_out();
   const int limit = positions_unless_sanitized(100);
   const int T = c.bytes_per_image();                           // the images' stride
@@ -39,7 +45,7 @@ void check_golden(const std::string &dir, double param_tol, double bpd_tol, bool
   Decoder<CpuOps> dec(c, w.view(), n, true, reference);
   std::vector<uint8_t> cur(n);
   std::vector<float> o(size_t(n) * K3);
-  double worst = 0;
+  double worst = 0, sum = 0;
   for (int t = 0; t < last; ++t) {
     for (int r = 0; r < n; ++r)
       cur[r] = in.bytes[size_t(r) * T + t];
@@ -48,9 +54,12 @@ void check_golden(const std::string &dir, double param_tol, double bpd_tol, bool
       for (int j = 0; j < K3; ++j) {
         const double want = expected["mixture_params"][r][t][j];
         worst = std::max(worst, std::fabs(o[size_t(r) * K3 + j] - want));
+        sum += std::fabs(o[size_t(r) * K3 + j] - want);
         ASSERT_NEAR(o[size_t(r) * K3 + j], want, param_tol) << "image " << r << " t " << t;
       }
   }
+  const double mean = sum / (double(n) * last * K3);
+  EXPECT_LT(mean, mean_tol);
   if (last < T - 1) { // the sanitizers' pass: the positions above, not the rollout
     std::printf("%s: %d positions checked (sanitizers)\n", dir.c_str(), last);
     return;
@@ -62,14 +71,22 @@ void check_golden(const std::string &dir, double param_tol, double bpd_tol, bool
   job.given = in.bytes.data();
   job.out = out.data();
   job.log_prob = lp.data();
-  Engine(m, run_options(2, 2, reference)).run(job);
+  Engine(m, run_options(2, 2, reference, precision)).run(job);
+  double worst_bpd = 0;
   for (int r = 0; r < n; ++r) {
     const double bpd = -lp[r] / (c.positions() * std::log(2.0));
-    EXPECT_NEAR(bpd, expected["bits_per_dim"][r].get<double>(), bpd_tol) << "image " << r;
+    const double want = expected["bits_per_dim"][r].get<double>();
+    worst_bpd = std::max(worst_bpd, std::fabs(bpd - want));
+    EXPECT_NEAR(bpd, want, bpd_tol) << "image " << r;
+    if (precision != "fp32") { // and it is that precision's model, not fp32's
+      EXPECT_LT(std::fabs(bpd - want), std::fabs(bpd - fp32["bits_per_dim"][r].get<double>()))
+          << "image " << r;
+    }
   }
   EXPECT_EQ(out, in.bytes); // teacher forcing reproduces the input
-  std::printf("%s: worst mixture-parameter error %.3g over %d positions\n", dir.c_str(), worst,
-              T - 1);
+  std::printf("%s (%s): mixture-parameter error worst %.3g, mean %.3g over %d positions; "
+              "bits/dim %.3g\n",
+              dir.c_str(), precision.c_str(), worst, mean, T - 1, worst_bpd);
 }
 
 // The images of a run; under the sanitizers, their first 100 positions (the rest stay 0).
@@ -104,6 +121,21 @@ TEST(Parity, MnistSizeGolden) {
   if (!std::filesystem::exists(mnist_golden() + "/config.json")) // ctest made no golden: no torch
     GTEST_SKIP() << mnist_golden() << " was not made (make_golden_mnist needs python3-torch)";
   check_golden(mnist_golden(), 1e-4, 1e-4, false);
+}
+
+// --precision bf16 against the reference with bf16 GEMM inputs (tools/tarnn_model.py
+// bf16_matmul_inputs). Rounding to bf16 is a step function: an activation within fp32's error of a
+// rounding boundary rounds one way here and the other in float64, a jump of 2^-8 of itself, and
+// the state carries it on. So the tolerances are those of PyTorch's own fp32 run of the same
+// reference against its float64 one (this golden: parameters worst 0.0060, mean 0.0010; bits/dim
+// 1.5e-5 and 3.0e-5), about doubled; the issue asks 1e-3 of bits/dim, this asks 1e-4. The fp32
+// model is 1.3e-4 and 4.2e-4 away in bits/dim: each image must be nearer the bf16 reference.
+TEST(Parity, MnistSizeGoldenBf16) {
+  if (mnist_golden().empty())
+    GTEST_FAIL() << "TARNN_GOLDEN_MNIST is not set: run through ctest, whose fixture makes it";
+  if (!std::filesystem::exists(mnist_golden() + "/config.json"))
+    GTEST_SKIP() << mnist_golden() << " was not made (make_golden_mnist needs python3-torch)";
+  check_golden(mnist_golden(), 0.015, 1e-4, false, "bf16", 0.002);
 }
 
 // The fast path (AVX-512 GEMM) and the plain path agree to the bit over a whole rollout of
