@@ -121,14 +121,104 @@ __attribute__((target("avx512f"))) void attention_avx512(const float *qkv, float
   attention_body<true>(qkv, state, att, rows, layer, n_layers, n_heads, d, one_state);
 }
 
-__attribute__((always_inline)) inline void
-layernorm_rows_body(float *x, const float *y, const float *w, const float *b, int rows, int n) {
-  residual_layernorm_cpu(x, y, w, b, rows, n);
+#pragma GCC diagnostic push // as above
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+// 16 x 16 floats transposed in registers: t[i] = the i-th floats of rows r[0..15].
+__attribute__((target("avx512f"))) inline void transpose16(__m512 (&r)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4)
+    for (int j = 0; j < 2; ++j) { // r[i + e]: the e-th float of each 128-bit lane, rows i..i+3
+      r[i + 2 * j] = _mm512_castpd_ps(
+          _mm512_unpacklo_pd(_mm512_castps_pd(t[i + j]), _mm512_castps_pd(t[i + j + 2])));
+      r[i + 2 * j + 1] = _mm512_castpd_ps(
+          _mm512_unpackhi_pd(_mm512_castps_pd(t[i + j]), _mm512_castps_pd(t[i + j + 2])));
+    }
+  for (int i = 0; i < 16; i += 8)
+    for (int j = 0; j < 4; ++j) {
+      t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+  }
 }
 
-TARNN_CPU_VARIANTS(layernorm_rows,
-                   (float *x, const float *y, const float *w, const float *b, int rows, int n),
-                   (x, y, w, b, rows, n))
+// block[k] = element i + k of rows 0..15 of x ([16, n]).
+__attribute__((target("avx512f"))) inline void load16(const float *x, int n, int i,
+                                                      __m512 (&block)[16]) {
+  for (int g = 0; g < 16; ++g)
+    block[g] = _mm512_loadu_ps(x + size_t(g) * n + i);
+  transpose16(block);
+}
+
+// layernorm_row over 16 rows of x ([16, n], n a multiple of 16), one row per lane: blocks of
+// 16 x 16 transposed, so lane g adds row g's elements in layernorm_row's order (i ascending):
+// the same bits, 16 sums at once instead of one chain of n dependent adds.
+__attribute__((target("avx512f"))) void layernorm16_avx512(float *x, const float *w, const float *b,
+                                                           int n) {
+  __m512 mean = _mm512_setzero_ps(), var = _mm512_setzero_ps();
+  __m512 block[16];
+
+  for (int i = 0; i < n; i += 16) {
+    load16(x, n, i, block);
+    for (int k = 0; k < 16; ++k)
+      mean = _mm512_add_ps(mean, block[k]);
+  }
+  mean = _mm512_div_ps(mean, _mm512_set1_ps(float(n)));
+  for (int i = 0; i < n; i += 16) {
+    load16(x, n, i, block);
+    for (int k = 0; k < 16; ++k) {
+      const __m512 c = _mm512_sub_ps(block[k], mean);
+      var = _mm512_add_ps(var, _mm512_mul_ps(c, c));
+    }
+  }
+  var = _mm512_div_ps(var, _mm512_set1_ps(float(n)));
+  const __m512 rstd = _mm512_div_ps(
+      _mm512_set1_ps(1.0f), _mm512_sqrt_ps(_mm512_add_ps(var, _mm512_set1_ps(kLayerNormEps))));
+  alignas(64) float m[16], rs[16];
+  _mm512_store_ps(m, mean);
+  _mm512_store_ps(rs, rstd);
+  for (int g = 0; g < 16; ++g) { // (x - mean) * rstd * w + b, rounded step by step as the row's
+    const __m512 mg = _mm512_set1_ps(m[g]), rg = _mm512_set1_ps(rs[g]);
+    float *xr = x + size_t(g) * n;
+    for (int i = 0; i < n; i += 16) {
+      const __m512 u = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(xr + i), mg), rg);
+      _mm512_storeu_ps(
+          xr + i, _mm512_add_ps(_mm512_mul_ps(u, _mm512_loadu_ps(w + i)), _mm512_loadu_ps(b + i)));
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
+void layernorm_rows_portable(float *x, const float *y, const float *w, const float *b, int rows,
+                             int n) {
+  residual_layernorm_cpu(x, y, w, b, rows, n);
+}
+__attribute__((target("avx2,fma"))) void
+layernorm_rows_avx2(float *x, const float *y, const float *w, const float *b, int rows, int n) {
+  residual_layernorm_cpu(x, y, w, b, rows, n);
+}
+__attribute__((target("avx512f"))) void
+layernorm_rows_avx512(float *x, const float *y, const float *w, const float *b, int rows, int n) {
+  int r = 0;
+  if (n % 16 == 0)
+    for (; r + 16 <= rows; r += 16) {
+      float *xr = x + size_t(r) * n;
+      if (y)
+        for (size_t i = 0; i < size_t(16) * n; ++i)
+          xr[i] += y[size_t(r) * n + i];
+      layernorm16_avx512(xr, w, b, n);
+    }
+  residual_layernorm_cpu(x + size_t(r) * n, y ? y + size_t(r) * n : nullptr, w, b, rows - r, n);
+}
 
 } // namespace
 
