@@ -2,6 +2,7 @@
 // Error naming the kernel.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cuda_runtime_api.h>
 
@@ -21,5 +22,6 @@ void launch_sample_bytes(const float *o, int K, const uint8_t *given, const uint
                          uint8_t *cur, uint8_t *out, double *log_prob, const StepParams *p,
                          int rows, cudaStream_t s);
 void launch_advance_position(StepParams *p, cudaStream_t s);
+void launch_round_bf16(const float *x, uint16_t *out, size_t n, cudaStream_t s);
 
 } // namespace tarnn

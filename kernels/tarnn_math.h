@@ -67,6 +67,26 @@ TARNN_HD float phi(float u) {
 #endif
 }
 
+// ---- bfloat16 ----------------------------------------------------------------------------------
+
+// f rounded to bfloat16, its bits: to nearest even; NaN stays NaN (quiet); zero and subnormals
+// become a zero of their sign. vcvtne2ps2bf16's rule (the CPU's bf16 GEMM rounds with that
+// instruction where it has it), so every path of --precision bf16 rounds alike.
+TARNN_HD uint16_t bf16_bits(float f) {
+#ifdef __CUDA_ARCH__
+  uint32_t u = __float_as_uint(f);
+#else
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+#endif
+  if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: keep it one, quiet
+    return static_cast<uint16_t>((u >> 16) | 0x40u);
+  if ((u & 0x7f800000u) == 0) // zero or subnormal
+    return static_cast<uint16_t>((u >> 16) & 0x8000u);
+  u += 0x7fffu + ((u >> 16) & 1u); // ties to even
+  return static_cast<uint16_t>(u >> 16);
+}
+
 TARNN_HD float relu(float u) { return u > 0.0f ? u : 0.0f; }
 
 // torch's exact gelu: 0.5 u (1 + erf(u / sqrt 2)).

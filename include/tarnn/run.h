@@ -20,9 +20,10 @@ struct RunOptions {
   int64_t batch = 0;          // images whose state is in memory at once; 0: the device's default
                               // (256 on the CPU, as many as fit on the GPU)
   int threads = 0;            // CPU threads, each stepping its share of the images; 0: every core
-  // The GEMMs' arithmetic: "fp32" (the exact reference), "bf16" (cpu: weights and GEMM inputs
-  // rounded to bfloat16, products summed in fp32; the state, phi, LayerNorm, the mixture and the
-  // sampler stay fp32) or "tf32" (cuda: TF32 tensor cores). resolve_run_options sets tf32.
+  // The GEMMs' arithmetic: "fp32" (the exact reference), "bf16" (weights and GEMM inputs rounded
+  // to bfloat16, products summed in fp32: AVX512_BF16 on the CPU, tensor cores on CUDA; the
+  // state, phi, LayerNorm, the mixture and the sampler stay fp32) or "tf32" (cuda: TF32 tensor
+  // cores). resolve_run_options sets tf32.
   std::string precision = "fp32";
   bool tf32 = false;      // cuda: TF32 tensor cores in the GEMMs (faster, further from fp32)
   bool reference = false; // cpu: the plain reference GEMM instead of the fast one (tests)

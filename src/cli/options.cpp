@@ -86,8 +86,8 @@ void add_run_options(CLI::App *cmd, RunOptions &run) {
                   kMaxThreads);
   cmd->add_option("--device", run.device, "backend: cpu or cuda")->capture_default_str();
   cmd->add_option("--precision", run.precision,
-                  "the GEMMs: fp32 (exact reference), bf16 (cpu: bfloat16 inputs, fp32 sums; the "
-                  "state stays fp32) or tf32 (cuda)")
+                  "the GEMMs: fp32 (exact reference), bf16 (bfloat16 inputs, fp32 sums; the state "
+                  "stays fp32) or tf32 (cuda)")
       ->capture_default_str();
   cmd->add_flag("--tf32", run.tf32, "cuda: the same as --precision tf32");
   cmd->add_flag("--no-prefill{false}", run.prefill,

@@ -22,16 +22,12 @@ RunOptions resolve_run_options(const Config &c, RunOptions o) {
   if (o.tf32 && o.precision == "fp32") // the older --tf32 flag
     o.precision = "tf32";
   if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "tf32")
-    throw Error("--precision " + o.precision +
-                ": not a precision (fp32, bf16 on cpu, tf32 on cuda)");
+    throw Error("--precision " + o.precision + ": not a precision (fp32, bf16, or tf32 on cuda)");
   if (o.tf32 && o.precision != "tf32")
     throw Error("--tf32 and --precision " + o.precision + " disagree: give one");
   if (o.precision == "tf32" && o.device != "cuda")
     throw Error("--precision tf32 runs on cuda only (TF32 is a GPU tensor-core format); the CPU "
                 "has fp32 and bf16");
-  if (o.precision == "bf16" && o.device == "cuda")
-    throw Error("--precision bf16 is not available on cuda yet (fp32 or tf32 there; bf16 runs on "
-                "the cpu)");
   o.tf32 = o.precision == "tf32";
   if (o.device == "cpu") {
     if (o.batch == 0)

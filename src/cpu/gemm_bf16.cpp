@@ -7,21 +7,13 @@
 #include <immintrin.h>
 #include <utility>
 
+#include "../../kernels/tarnn_math.h"
 #include "cpu_features.h"
 #include "gemm_tiles.h"
 
 namespace tarnn {
 
-uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) // NaN: keep it one, quiet
-    return uint16_t((u >> 16) | 0x40u);
-  if ((u & 0x7f800000u) == 0) // zero or subnormal: a zero of its sign, as vcvtne2ps2bf16
-    return uint16_t((u >> 16) & 0x8000u);
-  u += 0x7fffu + ((u >> 16) & 1u); // ties to even
-  return uint16_t(u >> 16);
-}
+uint16_t to_bf16(float f) { return bf16_bits(f); }
 
 float from_bf16(uint16_t h) {
   const uint32_t u = uint32_t(h) << 16;

@@ -3,6 +3,7 @@
 // cuBLAS, each step replayed as a graph.
 #include "cuda_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 
 #include "../../kernels/cuda_util.h"
 #include "../../kernels/launch.h"
+#include "../../kernels/round_bf16.h"
 #include "../core/forward.h"
 #include "../core/rollout.h"
 #include "gemm.h"
@@ -85,13 +87,23 @@ double peak_bandwidth(int dev) {
   return 2.0 * khz * 1e3 * bits / 8.0;
 }
 
+// The widest input of a linear layer: the room a bf16 copy of a GEMM's input takes per image.
+size_t widest_input(const Config &c) { return size_t(std::max({c.d_model, c.d_ff, c.d_attn()})); }
+
 void check_supported(const Config &c) {
   if (c.attention != "linear")
     throw Error("the CUDA backend runs linear attention; this model's attention is " + c.attention);
 }
 
+// The GEMMs' inputs for --precision fp32, tf32 or bf16 (resolved: one of them).
+Gemm::Inputs gemm_inputs(const RunOptions &o) {
+  return o.precision == "bf16"   ? Gemm::Inputs::Bf16
+         : o.precision == "tf32" ? Gemm::Inputs::Tf32
+                                 : Gemm::Inputs::Fp32;
+}
+
 // A stream and a cuBLAS handle on it. FP32 GEMMs by default (the same products as the CPU's to
-// float rounding); TF32 tensor cores on request.
+// float rounding); TF32 tensor cores, or bf16 inputs with fp32 sums, on request.
 struct Gpu {
   int device = 0;
   std::string name;
@@ -100,10 +112,11 @@ struct Gpu {
   void *workspace = nullptr;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   // null: cuBLAS's own choice per size. TARNN_GEMM=cublas or =unfused (bias and ReLU in their
-  // own kernel) are for comparisons (docs/CUDA.md), not for use.
+  // own kernel) are for comparisons (docs/CUDA.md), not for use; bf16 always runs through Gemm.
   std::unique_ptr<Gemm> gemm;
 
-  explicit Gpu(bool tf32) {
+  explicit Gpu(Gemm::Inputs inputs) {
+    const bool tf32 = inputs == Gemm::Inputs::Tf32;
     device = require_device();
     name = describe(device);
     try {
@@ -118,8 +131,8 @@ struct Gpu {
       compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
       const char *choice = std::getenv("TARNN_GEMM");
       const std::string gemm_choice = choice ? choice : "";
-      if (gemm_choice != "cublas")
-        gemm = std::make_unique<Gemm>(stream, workspace, kBlasWorkspace, tf32,
+      if (gemm_choice != "cublas" || inputs == Gemm::Inputs::Bf16)
+        gemm = std::make_unique<Gemm>(stream, workspace, kBlasWorkspace, inputs,
                                       gemm_choice != "unfused");
     } catch (...) {
       release();
@@ -162,38 +175,50 @@ struct DeviceBlock {
 };
 
 // A linear layer in device memory, PyTorch's layout (cuBLAS reads W [out, in] as the transposed
-// operand).
+// operand): W in fp32 (w), or with --precision bf16 as bfloat16 bits (w16, w null).
 struct GpuLinear {
   const float *w, *b;
   int out, in;
+  const uint16_t *w16 = nullptr;
 };
 
-size_t weight_bytes(const Weights &W) {
+size_t weight_bytes(const Weights &W, bool bf16) {
   size_t total = 0;
   auto count = [&](const std::vector<float> &v) {
     total += align256(v.size() * 4);
     return static_cast<const float *>(nullptr);
   };
   make_view<GpuLinear>(W, count, [&](const Linear &l) {
-    return GpuLinear{count(l.w), count(l.b), l.out, l.in};
+    if (bf16)
+      total += align256(l.w.size() * 2);
+    return GpuLinear{bf16 ? nullptr : count(l.w), count(l.b), l.out, l.in};
   });
   return total;
 }
 
-// Every tensor copied once into one allocation.
+// Every tensor copied once into one allocation; with bf16 the linear layers' W rounded on the
+// host first (kernels/round_bf16.h's rule).
 struct DeviceWeights {
   DeviceBlock mem;
   ModelView<GpuLinear> view;
-  explicit DeviceWeights(const Weights &W) : mem(weight_bytes(W), "weights") {
+  DeviceWeights(const Weights &W, bool bf16) : mem(weight_bytes(W, bf16), "weights") {
     size_t at = 0;
+    auto upload = [&](const void *v, size_t bytes) {
+      void *d = static_cast<char *>(mem.p) + at;
+      cuda_check(cudaMemcpy(d, v, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+      at += align256(bytes);
+      return d;
+    };
     auto place = [&](const std::vector<float> &v) {
-      float *d = reinterpret_cast<float *>(static_cast<char *>(mem.p) + at);
-      cuda_check(cudaMemcpy(d, v.data(), v.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-      at += align256(v.size() * 4);
-      return static_cast<const float *>(d);
+      return static_cast<const float *>(upload(v.data(), v.size() * 4));
     };
     view = make_view<GpuLinear>(W, place, [&](const Linear &l) {
-      return GpuLinear{place(l.w), place(l.b), l.out, l.in};
+      if (!bf16)
+        return GpuLinear{place(l.w), place(l.b), l.out, l.in};
+      std::vector<uint16_t> w16(l.w.size());
+      round_bf16_cpu(l.w.data(), w16.data(), w16.size());
+      const auto *d = static_cast<const uint16_t *>(upload(w16.data(), w16.size() * 2));
+      return GpuLinear{nullptr, place(l.b), l.out, l.in, d};
     });
     // A pageable cudaMemcpy may return before its DMA lands, and the backend's stream does not
     // wait for the legacy default stream: wait here, once.
@@ -220,9 +245,11 @@ class GpuOps {
 public:
   using Linear = GpuLinear;
 
+  // x16: room for one GEMM input of the batch in bfloat16 (rows x the widest layer input), where
+  // the weights are bf16.
   GpuOps(Gpu &gpu, const Config &c, const ModelView<GpuLinear> &w, const StepBuffers &b,
-         bool use_graph)
-      : gpu_(gpu), c_(c), w_(w), b_(b), use_graph_(use_graph) {}
+         bool use_graph, uint16_t *x16 = nullptr)
+      : gpu_(gpu), c_(c), w_(w), b_(b), use_graph_(use_graph), x16_(x16) {}
   ~GpuOps() { drop_graph(); }
   GpuOps(const GpuOps &) = delete;
   GpuOps &operator=(const GpuOps &) = delete;
@@ -237,6 +264,15 @@ public:
   // Y^T (out x rows) = op(W) X^T with op = transpose on W's [in, out] column-major view. Then
   // y = act(y + b), rounding as the CPU GEMM's epilogue.
   void linear(const GpuLinear &l, const float *x, float *y, int rows, Act act) {
+    if (l.w16) { // bf16: X rounded into x16, then the same GEMM and epilogue on bf16 operands
+      launch_round_bf16(x, x16_, size_t(rows) * l.in, gpu_.stream);
+      const bool fused = gpu_.gemm->fuses(act);
+      gpu_.gemm->run(l.w16, fused ? l.b : nullptr, fused ? act : Act::None, x16_, y, l.in, l.out,
+                     rows);
+      if (!fused)
+        launch_bias_act(y, l.b, rows, l.out, act, gpu_.stream);
+      return;
+    }
     if (gpu_.gemm && gpu_.gemm->fuses(act)) {
       gpu_.gemm->run(l.w, l.b, act, x, y, l.in, l.out, rows);
       return;
@@ -340,6 +376,7 @@ private:
   const ModelView<GpuLinear> &w_;
   const StepBuffers &b_;
   bool use_graph_;
+  uint16_t *x16_;
   cudaGraphExec_t exec_ = nullptr;
   int graph_rows_ = -1;
 };
@@ -358,7 +395,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 class CudaBackend : public Backend {
 public:
   CudaBackend(const Model &m, const RunOptions &o)
-      : model_(m), options_(o), gpu_((check_supported(m.config), o.tf32)), weights_(m.weights) {}
+      : model_(m), options_(o), gpu_((check_supported(m.config), gemm_inputs(o))),
+        weights_(m.weights, o.precision == "bf16") {}
 
   std::string device() const override { return gpu_.name; }
 
@@ -372,7 +410,10 @@ public:
     const int batch = plan_batch(c, job.batch > 0 ? job.batch : options_.batch, job.count,
                                  free_memory(), gpu_.name);
     DeviceBatch mem(c, batch);
-    GpuOps ops(gpu_, c, weights_.view, mem.b, options_.graph);
+    const bool bf16 = options_.precision == "bf16";
+    DeviceBlock x16(bf16 ? size_t(batch) * widest_input(c) * 2 : 0, "bf16 GEMM inputs");
+    GpuOps ops(gpu_, c, weights_.view, mem.b, options_.graph,
+               bf16 ? static_cast<uint16_t *>(x16.p) : nullptr);
     RunInfo info;
     info.device = gpu_.name;
     info.batch = batch;
@@ -415,7 +456,7 @@ struct CudaDecoder::Impl {
   DeviceBatch mem;
   GpuOps ops;
   Impl(const Model &m, int rows_, bool tf32)
-      : c(m.config), gpu(tf32), w(m.weights),
+      : c(m.config), gpu(tf32 ? Gemm::Inputs::Tf32 : Gemm::Inputs::Fp32), w(m.weights, false),
         rows(plan_batch(m.config, rows_, rows_, free_memory(), gpu.name)), mem(c, rows),
         ops(gpu, c, w.view, mem.b, false) {}
 };

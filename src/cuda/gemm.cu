@@ -18,10 +18,9 @@ void lt_check(cublasStatus_t s, const char *call) {
 // storage read as an [in x out] column-major matrix and transposed.
 struct Layouts {
   cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;
-  Layouts(int in, int out, int rows) {
-    lt_check(cublasLtMatrixLayoutCreate(&w, CUDA_R_32F, in, out, in), "cublasLtMatrixLayoutCreate");
-    lt_check(cublasLtMatrixLayoutCreate(&x, CUDA_R_32F, in, rows, in),
-             "cublasLtMatrixLayoutCreate");
+  Layouts(int in, int out, int rows, cudaDataType_t input) {
+    lt_check(cublasLtMatrixLayoutCreate(&w, input, in, out, in), "cublasLtMatrixLayoutCreate");
+    lt_check(cublasLtMatrixLayoutCreate(&x, input, in, rows, in), "cublasLtMatrixLayoutCreate");
     lt_check(cublasLtMatrixLayoutCreate(&y, CUDA_R_32F, out, rows, out),
              "cublasLtMatrixLayoutCreate");
   }
@@ -41,9 +40,10 @@ constexpr int kCheckRows[] = {1, 5, 12, 4096, 1 << 20};
 
 } // namespace
 
-Gemm::Gemm(cudaStream_t stream, void *workspace, size_t workspace_bytes, bool tf32, bool fuse)
+Gemm::Gemm(cudaStream_t stream, void *workspace, size_t workspace_bytes, Inputs inputs, bool fuse)
     : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes),
-      compute_(tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F), fuse_(fuse) {
+      compute_(inputs == Inputs::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F),
+      input_type_(inputs == Inputs::Bf16 ? CUDA_R_16BF : CUDA_R_32F), fuse_(fuse) {
   const cublasLtEpilogue_t epilogue[kEpilogues] = {
       CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_RELU_BIAS};
   try {
@@ -94,7 +94,7 @@ const cublasLtMatmulAlgo_t &Gemm::algo(Epilogue e, int in, int out) {
   cublasLtMatmulHeuristicResult_t found[16];
   int count = 0;
   {
-    Layouts l(in, out, kReferenceRows);
+    Layouts l(in, out, kReferenceRows, input_type_);
     const cublasStatus_t s =
         cublasLtMatmulAlgoGetHeuristic(lt_, op, l.w, l.x, l.y, l.y, pref, 16, found, &count);
     cublasLtMatmulPreferenceDestroy(pref);
@@ -106,7 +106,7 @@ const cublasLtMatmulAlgo_t &Gemm::algo(Epilogue e, int in, int out) {
     cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof one);
     bool runs_everywhere = true;
     for (int rows : kCheckRows) {
-      Layouts l(in, out, rows);
+      Layouts l(in, out, rows, input_type_);
       cublasLtMatmulHeuristicResult_t r;
       if (cublasLtMatmulAlgoCheck(lt_, op, l.w, l.x, l.y, l.y, &a, &r) != CUBLAS_STATUS_SUCCESS ||
           r.workspaceSize > workspace_bytes_)
@@ -120,7 +120,7 @@ const cublasLtMatmulAlgo_t &Gemm::algo(Epilogue e, int in, int out) {
               Error::Kind::Runtime);
 }
 
-void Gemm::run(const float *w, const float *b, Act act, const float *x, float *y, int in, int out,
+void Gemm::run(const void *w, const float *b, Act act, const void *x, float *y, int in, int out,
                int rows) {
   const Epilogue e = !b || !fuses(act) ? Plain : act == Act::Relu ? ReluBias : Bias;
   const cublasLtMatmulAlgo_t &a = algo(e, in, out);
@@ -128,7 +128,7 @@ void Gemm::run(const float *w, const float *b, Act act, const float *x, float *y
     lt_check(
         cublasLtMatmulDescSetAttribute(op_[e], CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b),
         "cublasLtMatmulDescSetAttribute");
-  Layouts l(in, out, rows);
+  Layouts l(in, out, rows, input_type_);
   const float one = 1.0f, zero = 0.0f;
   lt_check(cublasLtMatmul(lt_, op_[e], &one, w, l.w, x, l.x, &zero, y, l.y, y, l.y, &a, workspace_,
                           workspace_bytes_, stream_),

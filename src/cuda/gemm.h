@@ -8,6 +8,8 @@
 // The bias and a ReLU run in the GEMM's epilogue (y = relu(acc + b), the CPU's rounding): no pass
 // of their own over y (10% of a step at batch 4,096 in fp32, by ncu on an H100). GELU stays in
 // bias_act: cuBLASLt's is the tanh approximation, the model's the erf form.
+// With bf16, W and X are bfloat16 (CUDA_R_16BF, rounded by kernels/round_bf16.h) and the products
+// are summed in fp32 on tensor cores (CUBLAS_COMPUTE_32F); Y stays fp32.
 #pragma once
 
 #include <cublasLt.h>
@@ -21,10 +23,12 @@ namespace tarnn {
 
 class Gemm {
 public:
+  enum class Inputs { Fp32, Tf32, Bf16 };
   // `workspace` (`workspace_bytes`) is the kernels' scratch: allocated up front, since nothing
-  // may be allocated while a graph is captured. tf32: TF32 tensor cores
-  // (CUBLAS_COMPUTE_32F_FAST_TF32). fuse: bias and ReLU in the epilogue (off: to compare).
-  Gemm(cudaStream_t stream, void *workspace, size_t workspace_bytes, bool tf32, bool fuse);
+  // may be allocated while a graph is captured. Tf32: TF32 tensor cores
+  // (CUBLAS_COMPUTE_32F_FAST_TF32); Bf16: W and X in bfloat16, fp32 sums. fuse: bias and ReLU in
+  // the epilogue (off: to compare).
+  Gemm(cudaStream_t stream, void *workspace, size_t workspace_bytes, Inputs inputs, bool fuse);
   ~Gemm();
   Gemm(const Gemm &) = delete;
   Gemm &operator=(const Gemm &) = delete;
@@ -33,8 +37,8 @@ public:
   bool fuses(Act act) const { return fuse_ && (act == Act::None || act == Act::Relu); }
 
   // Y [rows, out] = X [rows, in] W^T (+ b, then act, where b and fuses(act)); W [out, in] row-major
-  // (PyTorch's layout), b [out].
-  void run(const float *w, const float *b, Act act, const float *x, float *y, int in, int out,
+  // (PyTorch's layout), b [out]. W and X are float, or uint16_t bfloat16 bits with Bf16.
+  void run(const void *w, const float *b, Act act, const void *x, float *y, int in, int out,
            int rows);
 
 private:
@@ -46,6 +50,7 @@ private:
   void *workspace_;
   size_t workspace_bytes_;
   cublasComputeType_t compute_;
+  cudaDataType_t input_type_; // of W and X
   bool fuse_;
   cublasLtHandle_t lt_ = nullptr;
   cublasLtMatmulDesc_t op_[kEpilogues] = {};

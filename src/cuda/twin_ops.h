@@ -2,7 +2,8 @@
 // (kernels/*.h) on host memory laid out as on the device, and cuBLAS's place taken by the plain
 // fused multiply-add GEMM, the bias added after it by bias_act as on the GPU. It must reproduce
 // the CPU backend to the bit, which the CPU tests check on machines without a GPU; test_cuda
-// checks each kernel against its twin where there is one.
+// checks each kernel against its twin where there is one. With bf16 the GEMM's input goes through
+// round_bf16's twin first and the products are the CPU's bf16 chain (cuBLASLt's place).
 #pragma once
 
 #include <algorithm>
@@ -10,8 +11,10 @@
 
 #include "../../kernels/bias_act.h"
 #include "../../kernels/linear_attention.h"
+#include "../../kernels/round_bf16.h"
 #include "../core/rollout.h"
 #include "../cpu/gemm.h"
+#include "../cpu/gemm_bf16.h"
 #include "../cpu/host_ops.h"
 
 namespace tarnn {
@@ -19,22 +22,37 @@ namespace tarnn {
 struct TwinLinear {
   const float *w, *b;
   int out, in;
+  bool bf16;
 };
 
 class TwinOps : public HostOps<TwinOps, TwinLinear> {
 public:
   using HostOps::HostOps;
   void linear(const TwinLinear &l, const float *x, float *y, int rows, Act act) {
-    linear_forward_ref(l.w, nullptr, l.out, l.in, x, l.in, rows, y, l.out, Act::None); // cuBLAS
+    if (l.bf16) {
+      x16_.resize(size_t(rows) * l.in);
+      round_bf16_cpu(x, x16_.data(), x16_.size()); // launch_round_bf16
+      rounded_.resize(x16_.size());
+      for (size_t i = 0; i < x16_.size(); ++i)
+        rounded_[i] = from_bf16(x16_[i]);
+      linear_forward_bf16_ref(l.w, nullptr, l.out, l.in, rounded_.data(), l.in, rows, y, l.out,
+                              Act::None); // cuBLASLt on bf16 operands
+    } else {
+      linear_forward_ref(l.w, nullptr, l.out, l.in, x, l.in, rows, y, l.out, Act::None); // cuBLAS
+    }
     bias_act_cpu(y, l.b, rows, l.out, act);
   }
   void attention(int layer, int rows) {
     linear_attention_cpu(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads, c_.d_head);
   }
+
+private:
+  std::vector<uint16_t> x16_;
+  std::vector<float> rounded_;
 };
 
 // The CUDA backend's rollout on the CPU, `batch` images at a time.
-inline void run_twin(const Model &m, const Rollout &job, int batch) {
+inline void run_twin(const Model &m, const Rollout &job, int batch, bool bf16 = false) {
   const Config &c = m.config;
   const BatchLayout layout =
       batch_layout(c, std::min<int64_t>(batch, std::max<int64_t>(job.count, 1)));
@@ -42,8 +60,8 @@ inline void run_twin(const Model &m, const Rollout &job, int batch) {
   const StepBuffers b = step_buffers(mem.data(), layout);
   const ModelView<TwinLinear> w = make_view<TwinLinear>(
       m.weights, [](const std::vector<float> &v) { return v.data(); },
-      [](const Linear &l) {
-        return TwinLinear{l.w.data(), l.b.data(), l.out, l.in};
+      [bf16](const Linear &l) {
+        return TwinLinear{l.w.data(), l.b.data(), l.out, l.in, bf16};
       });
   TwinOps ops(c, w, b);
   rollout(ops, c, job, nullptr, 1);

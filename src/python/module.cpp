@@ -232,7 +232,7 @@ PYBIND11_MODULE(tarnn, m) {
            "path: a model folder (config.json + model.safetensors).\n"
            "device: 'cpu' or 'cuda'.\n"
            "threads: CPU threads (None: every core).\n"
-           "precision: 'fp32', 'bf16' (cpu: bfloat16 GEMM inputs, fp32 sums and state) or 'tf32' "
+           "precision: 'fp32', 'bf16' (bfloat16 GEMM inputs, fp32 sums and state) or 'tf32' "
            "(cuda).\n"
            "batch: images whose state is in memory at once (None: 256 on the CPU, what fits on "
            "the GPU).")

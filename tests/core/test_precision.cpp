@@ -85,5 +85,6 @@ TEST(Precision, EachDeviceRefusesWhatItLacks) {
   EXPECT_NE(error_of("cpu", "fp16", false).find("not a precision"), std::string::npos);
   EXPECT_NE(error_of("cpu", "bf16", true).find("disagree"), std::string::npos);
   EXPECT_EQ(error_of("cpu", "bf16", false), "no error");
+  EXPECT_EQ(error_of("cuda", "bf16", false), "no error"); // tensor cores, fp32 sums
   EXPECT_EQ(resolve_run_options(c, RunOptions{}).precision, "fp32");
 }

@@ -236,6 +236,37 @@ TEST(CudaTf32, RunsAndStaysClose) {
     EXPECT_NEAR(bpd(b.log_prob[r], m.config), bpd(a.log_prob[r], m.config), 0.02);
 }
 
+// --precision bf16 on tensor cores (written without a GPU at hand: this is its first check):
+// scores of CPU-sampled images within 1e-3 bits/dim of the CPU's bf16 (the summation order is
+// cuBLASLt's; 1e-3 is the bound against the PyTorch bf16 reference) and not the GPU's
+// fp32 ones; the small golden (GELU: the bias outside the GEMM) as well; the same images for any
+// batch size.
+TEST(CudaBf16, ScoresAsTheCpuBf16AndTheSameImagesForAnyBatch) {
+  REQUIRE_CUDA_DEVICE();
+  const Model small = load_model(small_golden());
+  for (const Model *m : {&mnist(), &small}) {
+    const int n = 4;
+    const std::vector<uint8_t> images = cpu_sample(*m, n, 5);
+    RunOptions cpu = on("cpu", n), gpu = on("cuda"), gpu32 = on("cuda");
+    cpu.precision = gpu.precision = "bf16";
+    const Outcome a = run_on(cpu, *m, n, 0, images.data());
+    const Outcome b = run_on(gpu, *m, n, 0, images.data());
+    const Outcome c = run_on(gpu32, *m, n, 0, images.data());
+    for (int r = 0; r < n; ++r) {
+      std::printf("image %d: bf16 cpu %.6f, cuda %.6f; fp32 cuda %.6f bits/dim\n", r,
+                  bpd(a.log_prob[r], m->config), bpd(b.log_prob[r], m->config),
+                  bpd(c.log_prob[r], m->config));
+      EXPECT_NEAR(bpd(b.log_prob[r], m->config), bpd(a.log_prob[r], m->config), 1e-3);
+    }
+    EXPECT_NE(b.log_prob, c.log_prob);
+    EXPECT_EQ(b.images, images); // teacher forcing
+  }
+  RunOptions o12 = on("cuda", 12), o5 = on("cuda", 5);
+  o12.precision = o5.precision = "bf16";
+  const Outcome all = run_on(o12, mnist(), 12, 9);
+  EXPECT_EQ(run_on(o5, mnist(), 12, 9).images, all.images);
+}
+
 // 8 layers x 8 heads x (32 x 32 + 32) floats = 270,336 bytes per image, whatever the position.
 TEST(CudaMemory, StatePerImageIsAsSpecified) {
   REQUIRE_CUDA_DEVICE();

@@ -38,7 +38,7 @@ struct Pair {
 };
 
 Pair both(const Model &m, Rollout job, int batch, const uint8_t *given = nullptr,
-          const uint8_t *known = nullptr) {
+          const uint8_t *known = nullptr, const std::string &precision = "fp32") {
   const size_t n = size_t(job.count) * m.config.bytes_per_image();
   Pair p{std::vector<uint8_t>(n, 0xAB), std::vector<uint8_t>(n, 0xAB),
          std::vector<double>(job.count, 7.0), std::vector<double>(job.count, 7.0)};
@@ -49,10 +49,11 @@ Pair both(const Model &m, Rollout job, int batch, const uint8_t *given = nullptr
   RunOptions o;
   o.batch = batch;
   o.threads = 1;
+  o.precision = precision;
   Engine(m, o).run(job);
   job.out = p.twin.data();
   job.log_prob = p.twin_lp.data();
-  run_twin(m, job, batch);
+  run_twin(m, job, batch, precision == "bf16");
   return p;
 }
 
@@ -192,6 +193,22 @@ TEST(CudaTwins, PlanCompletesMaskedImagesAsTheCpuBackend) {
     if (known[i]) {
       ASSERT_EQ(p.twin[i], in.bytes[i]) << i;
     }
+}
+
+// --precision bf16: GEMM inputs through round_bf16's twin, then bf16 products summed in fp32.
+// Small (GELU: the bias outside the GEMM) and MNIST-size (ReLU, fused on the GPU) models, scored
+// and sampled: the CPU backend's bf16 to the bit, and not its fp32.
+TEST(CudaTwins, PlanInBf16AsTheCpuBackend) {
+  const Model small = load_model(small_golden());
+  const ImageSet in = read_images(small_golden() + "/inputs-idx-ubyte", small.config);
+  const Pair scored = both(small, job_of(in.count, 0), 2, in.bytes.data(), nullptr, "bf16");
+  EXPECT_EQ(scored.cpu_lp, scored.twin_lp);
+  EXPECT_NE(scored.twin_lp, both(small, job_of(in.count, 0), 2, in.bytes.data()).twin_lp);
+  const Pair sampled = both(small, job_of(7, 99, 5), 3, nullptr, nullptr, "bf16");
+  EXPECT_EQ(sampled.cpu, sampled.twin);
+  const Model mnist = random_model(Config::mnist(), 42);
+  const Pair p = both(mnist, job_of(3, 11, 0, 12), 2, nullptr, nullptr, "bf16");
+  EXPECT_EQ(p.cpu, p.twin);
 }
 
 // The paper's shape (d_head 32, 8 x 8 heads, relu), a few positions: the rest of each image is

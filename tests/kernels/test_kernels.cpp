@@ -20,8 +20,10 @@
 #include "kernels/embedding.h"
 #include "kernels/linear_attention.h"
 #include "kernels/residual_layernorm.h"
+#include "kernels/round_bf16.h"
 #include "kernels/sample_bytes.h"
 #include "src/cpu/cpu_ops.h"
+#include "src/cpu/gemm_bf16.h"
 #include "tarnn/tarnn.h"
 
 #ifdef TARNN_TEST_CUDA
@@ -246,60 +248,116 @@ Case bias_act_case() {
       }};
 }
 
+// A --precision bf16 GEMM's input rounded to bfloat16: normal values (ties among them), values
+// near the largest float (some round to infinity), subnormals (to a zero of their sign). The
+// reference rounds by arithmetic, not by bits: x scaled to 8 significant bits, nearbyint (ties to
+// even), scaled back. The CPU's form is the GEMM's own rounding (round_to_bf16_pairs).
+Case round_bf16_case() {
+  return {"round_bf16",
+          {Where::Twin, Where::Cpu, Where::Cuda},
+          0.0,
+          [](Where w, bool perf, int reps, double *secs) {
+            const size_t n = perf ? size_t(1) << 22 : 4096;
+            std::vector<float> x = uniforms(n, 50, -4, 4);
+            for (size_t i = 0; i < n; ++i) {
+              if (i % 7 == 1) // a tie: 1.bbbbbbb1 x 2^e, halfway between two bf16 neighbours
+                x[i] = std::ldexp(float(257 + 2 * (i % 64)) / 256.0f, int(i % 20) - 10);
+              if (i % 11 == 2)
+                x[i] = std::ldexp(x[i], 125); // up to 2^127, beyond it, and infinite
+              if (i % 13 == 3)
+                x[i] = std::ldexp(x[i], -130); // subnormal
+            }
+            std::vector<uint16_t> out(n);
+            if (w == Where::Reference) {
+              for (size_t i = 0; i < n; ++i) {
+                const float v = x[i];
+                float r = std::isinf(v) ? v : 0.0f; // and subnormals to zero
+                if (std::fpclassify(v) == FP_NORMAL) {
+                  const int e = std::ilogb(v);
+                  r = float(std::ldexp(std::nearbyint(std::ldexp(double(v), 7 - e)), e - 7));
+                }
+                const float signed_r = std::copysign(r, v);
+                uint32_t u;
+                std::memcpy(&u, &signed_r, 4);
+                out[i] = uint16_t(u >> 16);
+              }
+            } else if (w == Where::Twin) {
+              *secs += timed_cpu(reps, [&] { round_bf16_cpu(x.data(), out.data(), n); });
+            } else if (w == Where::Cpu) {
+              std::vector<uint32_t> pairs(n / 2);
+              *secs += timed_cpu(
+                  reps, [&] { round_to_bf16_pairs(x.data(), int(n), 1, int(n), pairs.data()); });
+              std::memcpy(out.data(), pairs.data(), n * 2);
+            }
+#ifdef TARNN_TEST_CUDA
+            else {
+              DeviceArray<float> dx(x);
+              DeviceArray<uint16_t> dout(out);
+              *secs += timed(reps, [&] { launch_round_bf16(dx.get(), dout.get(), n, nullptr); });
+              out = dout.download();
+            }
+#endif
+            Outputs o;
+            for (uint16_t h : out)
+              o.f.push_back(from_bf16(h));
+            return o;
+          }};
+}
+
 // x = LayerNorm(x + y), and the final norm x = LayerNorm(x). The CPU's form takes 16 rows at a
 // time where the width is a multiple of 16 (37 rows of 64: two groups and five rows after).
 Case layernorm_case() {
-  return {"residual_layernorm",
-          {Where::Twin, Where::Cpu, Where::Cuda},
-          1e-5,
-          [](Where w, bool perf, int reps, double *secs) {
-            Outputs o;
-            for (const auto [rows, n] : perf ? std::vector<std::pair<int, int>>{{256, 256}}
-                                             : std::vector<std::pair<int, int>>{{11, 70}, {37, 64}})
-              for (bool residual : {true, false}) {
-                const auto wt = uniforms(n, 40, 0.5f, 1.5f), nb = uniforms(n, 41, -0.2f, 0.2f);
-                const auto y = uniforms(size_t(rows) * n, 42, -3, 3);
-                std::vector<float> x = uniforms(size_t(rows) * n, 43, -2, 2);
-                if (w == Where::Reference) {
-                  for (int r = 0; r < rows; ++r) {
-                    double mean = 0, var = 0;
-                    std::vector<double> v(n);
-                    for (int i = 0; i < n; ++i)
-                      mean += v[i] =
-                          x[size_t(r) * n + i] + (residual ? y[size_t(r) * n + i] : 0.0f);
-                    mean /= n;
-                    for (int i = 0; i < n; ++i)
-                      var += (v[i] - mean) * (v[i] - mean);
-                    var /= n;
-                    for (int i = 0; i < n; ++i)
-                      x[size_t(r) * n + i] =
-                          float((v[i] - mean) / std::sqrt(var + kLayerNormEps) * wt[i] + nb[i]);
-                  }
-                } else if (w == Where::Twin) {
-                  *secs += timed_cpu(reps, [&] {
-                    residual_layernorm_cpu(x.data(), residual ? y.data() : nullptr, wt.data(),
-                                           nb.data(), rows, n);
-                  });
-                } else if (w == Where::Cpu) {
-                  *secs += timed_cpu(reps, [&] {
-                    residual_layernorm_rows(x.data(), residual ? y.data() : nullptr, wt.data(),
-                                            nb.data(), rows, n);
-                  });
-                }
-#ifdef TARNN_TEST_CUDA
-                else {
-                  DeviceArray<float> dx(x), dy(y), dw(wt), db(nb);
-                  *secs += timed(reps, [&] {
-                    launch_residual_layernorm(dx.get(), residual ? dy.get() : nullptr, dw.get(),
-                                              db.get(), rows, n, nullptr);
-                  });
-                  x = dx.download();
-                }
-#endif
-                o.f.insert(o.f.end(), x.begin(), x.end());
+  return {
+      "residual_layernorm",
+      {Where::Twin, Where::Cpu, Where::Cuda},
+      1e-5,
+      [](Where w, bool perf, int reps, double *secs) {
+        Outputs o;
+        for (const auto &[rows, n] : perf ? std::vector<std::pair<int, int>>{{256, 256}}
+                                          : std::vector<std::pair<int, int>>{{11, 70}, {37, 64}})
+          for (bool residual : {true, false}) {
+            const auto wt = uniforms(n, 40, 0.5f, 1.5f), nb = uniforms(n, 41, -0.2f, 0.2f);
+            const auto y = uniforms(size_t(rows) * n, 42, -3, 3);
+            std::vector<float> x = uniforms(size_t(rows) * n, 43, -2, 2);
+            if (w == Where::Reference) {
+              for (int r = 0; r < rows; ++r) {
+                double mean = 0, var = 0;
+                std::vector<double> v(n);
+                for (int i = 0; i < n; ++i)
+                  mean += v[i] = x[size_t(r) * n + i] + (residual ? y[size_t(r) * n + i] : 0.0f);
+                mean /= n;
+                for (int i = 0; i < n; ++i)
+                  var += (v[i] - mean) * (v[i] - mean);
+                var /= n;
+                for (int i = 0; i < n; ++i)
+                  x[size_t(r) * n + i] =
+                      float((v[i] - mean) / std::sqrt(var + kLayerNormEps) * wt[i] + nb[i]);
               }
-            return o;
-          }};
+            } else if (w == Where::Twin) {
+              *secs += timed_cpu(reps, [&] {
+                residual_layernorm_cpu(x.data(), residual ? y.data() : nullptr, wt.data(),
+                                       nb.data(), rows, n);
+              });
+            } else if (w == Where::Cpu) {
+              *secs += timed_cpu(reps, [&] {
+                residual_layernorm_rows(x.data(), residual ? y.data() : nullptr, wt.data(),
+                                        nb.data(), rows, n);
+              });
+            }
+#ifdef TARNN_TEST_CUDA
+            else {
+              DeviceArray<float> dx(x), dy(y), dw(wt), db(nb);
+              *secs += timed(reps, [&] {
+                launch_residual_layernorm(dx.get(), residual ? dy.get() : nullptr, dw.get(),
+                                          db.get(), rows, n, nullptr);
+              });
+              x = dx.download();
+            }
+#endif
+            o.f.insert(o.f.end(), x.begin(), x.end());
+          }
+        return o;
+      }};
 }
 
 // p_{t+1} over 4 positions with half the bytes known: the given byte and its log-likelihood, or
@@ -374,7 +432,8 @@ Case sample_case() {
 }
 
 std::vector<Case> cases() {
-  std::vector<Case> all = {embedding_case(), bias_act_case(), layernorm_case(), sample_case()};
+  std::vector<Case> all = {embedding_case(), bias_act_case(), layernorm_case(), sample_case(),
+                           round_bf16_case()};
   for (int d : {32, 6, 20, 64, 256})
     all.push_back(attention_case(d));
   return all;
@@ -386,9 +445,10 @@ double max_error(const Outputs &got, const Outputs &want) {
       got.d.size() != want.d.size())
     return INFINITY;
   double worst = got.u == want.u ? 0.0 : 1.0;
-  for (size_t i = 0; i < want.f.size(); ++i)
+  for (size_t i = 0; i < want.f.size(); ++i) {
     worst = std::max(worst, std::fabs(double(got.f[i]) - want.f[i]) /
                                 std::max(1.0, std::fabs(double(want.f[i]))));
+  }
   for (size_t i = 0; i < want.d.size(); ++i)
     worst = std::max(worst, std::fabs(got.d[i] - want.d[i]) / std::max(1.0, std::fabs(want.d[i])));
   return worst;
