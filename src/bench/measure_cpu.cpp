@@ -43,8 +43,9 @@ double gemm_peak_gflops(int threads) {
   for (float &v : x)
     v = u(rng);
   const int n = std::min(threads, kPeakRows);
+  WorkerTeam team(n);
   auto once = [&] {
-    run_parallel(n, [&](int i) {
+    team.run([&](int i) {
       const int first = kPeakRows * i / n, rows = kPeakRows * (i + 1) / n - first;
       linear_forward(p, &x[size_t(first) * kPeakIn], kPeakIn, rows, &y[size_t(first) * kPeakOut],
                      kPeakOut, Act::None);
@@ -175,7 +176,9 @@ BenchResult measure_cpu(const BenchOptions &o) {
       img[size_t(row) * T + t + 1] = uint8_t(sample_byte(
           &out[i][size_t(row) * c.d_out()], c.mixtures, 0, uint64_t(first[i] + row), uint32_t(t)));
   };
-  auto step_all = [&](int t) { run_parallel(threads, [&](int i) { run_slice(i, t); }); };
+  // one team for the whole run, as the engine keeps its threads for a whole job
+  WorkerTeam team(threads);
+  auto step_all = [&](int t) { team.run([&](int i) { run_slice(i, t); }); };
   // One untimed step first (first touches of buffers and code), then start from scratch.
   step_all(0);
   for (auto &s : slices)

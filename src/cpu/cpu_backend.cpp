@@ -158,7 +158,9 @@ private:
     const BatchLayout pre_layout = batch_layout(c, std::min(kPrefillRows, c.positions()), 1);
     std::vector<double> pre_memory(pre_layout.total / sizeof(double) + 1);
     const StepBuffers pre_b = step_buffers(pre_memory.data(), pre_layout);
-    PrefillOps pre(c, weights_.view(), pre_b, options_.reference, prefill_threads);
+    const std::shared_ptr<WorkerTeam> team =
+        prefill_threads > 1 && options_.prefill ? teams_.lend(prefill_threads) : nullptr;
+    PrefillOps pre(c, weights_.view(), pre_b, options_.reference, team.get());
     const size_t T = size_t(c.bytes_per_image());
     Rollout mine = job;
     mine.count = count;
@@ -179,6 +181,7 @@ private:
   const Model &model_;
   RunOptions options_;
   CpuWeights weights_;
+  TeamPool teams_; // the prefills' GEMM threads, kept between runs
 };
 
 } // namespace

@@ -235,10 +235,10 @@ void linear_attention_positions(const float *qkv, float *state, float *att, int 
 }
 
 void PrefillOps::linear(const CpuLinear &l, const float *x, float *y, int rows, Act act) {
-  const int n = std::min(threads_, rows / 16); // at least 16 rows a thread, or one thread
-  if (n <= 1)
+  if (!team_ || rows / 16 < team_->size()) // at least 16 rows a thread, or one thread
     return CpuLinearOps<PrefillOps>::linear(l, x, y, rows, act);
-  run_parallel(n, [&](int i) {
+  const int n = team_->size();
+  team_->run([&](int i) {
     const int first = rows * i / n, last = rows * (i + 1) / n;
     CpuLinearOps<PrefillOps>::linear(l, x + size_t(first) * l.in, y + size_t(first) * l.out,
                                      last - first, act);

@@ -75,13 +75,15 @@ public:
 void linear_attention_positions(const float *qkv, float *state, float *att, int rows, int layer,
                                 const Config &c);
 
+class WorkerTeam;
+
 class PrefillOps : public CpuLinearOps<PrefillOps> {
 public:
-  // `threads` > 1: each GEMM's rows split over that many threads (a job of fewer images than
-  // the engine's threads leaves them free); the rows do not depend on each other: the same bits.
+  // `team` (may be null): each GEMM's rows split over its threads (a job of fewer images than the
+  // engine's threads leaves them free); the rows do not depend on each other: the same bits.
   PrefillOps(const Config &c, const ModelView<CpuLinear> &w, const StepBuffers &b, bool reference,
-             int threads = 1)
-      : CpuLinearOps<PrefillOps>(c, w, b, reference), threads_(threads) {}
+             WorkerTeam *team = nullptr)
+      : CpuLinearOps<PrefillOps>(c, w, b, reference), team_(team) {}
   void linear(const CpuLinear &l, const float *x, float *y, int rows, Act act);
   void embed(const ModelView<CpuLinear> &w, int rows) { embed_positions(w, rows); }
   void attention(int layer, int rows) {
@@ -89,7 +91,7 @@ public:
   }
 
 private:
-  int threads_;
+  WorkerTeam *team_;
 };
 
 } // namespace tarnn

@@ -1,5 +1,8 @@
 #include "threads.h"
 
+#include <algorithm>
+#include <chrono>
+#include <immintrin.h>
 #include <thread>
 #include <vector>
 
@@ -48,6 +51,96 @@ void run_parallel(int n, const std::function<void(int)> &f) {
   for (auto &w : workers)
     w.join();
   error.rethrow();
+}
+
+WorkerTeam::WorkerTeam(int n)
+    : spin_(unsigned(n) <= std::max(1u, std::thread::hardware_concurrency())) {
+  helpers_.reserve(size_t(n > 1 ? n - 1 : 0));
+  for (int i = 1; i < n; ++i) {
+    try {
+      helpers_.emplace_back([this, i] { helper(i); });
+    } catch (const std::exception &e) {
+      stop();
+      std::rethrow_exception(thread_start_error(e));
+    }
+  }
+}
+
+WorkerTeam::~WorkerTeam() { stop(); }
+
+void WorkerTeam::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto &h : helpers_)
+    h.join();
+  helpers_.clear();
+}
+
+void WorkerTeam::helper(int i) {
+  using Clock = std::chrono::steady_clock;
+  uint64_t seen = 0;
+  for (;;) {
+    // spin a while for the next run (the next GEMM of a prefill is microseconds away), then sleep
+    const auto until = Clock::now() + (spin_ ? std::chrono::milliseconds(1) : Clock::duration(0));
+    for (int spins = 0; generation_.load(std::memory_order_acquire) == seen && !stopping_;) {
+      _mm_pause();
+      if (++spins % 256 == 0 && Clock::now() > until) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return generation_.load() != seen || stopping_; });
+      }
+    }
+    if (stopping_)
+      return;
+    seen = generation_.load(std::memory_order_acquire);
+    try {
+      (*job_)(i);
+    } catch (...) {
+      error_->keep(std::current_exception());
+    }
+    pending_.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+void WorkerTeam::run(const std::function<void(int)> &f) {
+  FirstError error;
+  job_ = &f;
+  error_ = &error;
+  pending_.store(int(helpers_.size()), std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mutex_); // a sleeping helper sees the new generation
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  try {
+    f(0);
+  } catch (...) {
+    error.keep(std::current_exception());
+  }
+  while (pending_.load(std::memory_order_acquire) > 0) // the helpers are at work: not long
+    _mm_pause();
+  error.rethrow();
+}
+
+std::shared_ptr<WorkerTeam> TeamPool::lend(int n) {
+  std::unique_ptr<WorkerTeam> team;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = idle_.begin(); it != idle_.end(); ++it)
+      if ((*it)->size() == n) {
+        team = std::move(*it);
+        idle_.erase(it);
+        break;
+      }
+  }
+  if (!team)
+    team = std::make_unique<WorkerTeam>(n);
+  return std::shared_ptr<WorkerTeam>(team.release(), [this](WorkerTeam *t) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle_.emplace_back(t);
+  });
 }
 
 } // namespace tarnn
