@@ -4,6 +4,7 @@
 #include <chrono>
 #include <immintrin.h>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tarnn/error.h"
@@ -13,7 +14,7 @@ namespace tarnn {
 void FirstError::keep(std::exception_ptr e) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!error_)
-    error_ = e;
+    error_ = std::move(e);
   failed_ = true;
 }
 
