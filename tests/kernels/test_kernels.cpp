@@ -307,57 +307,58 @@ Case round_bf16_case() {
 // x = LayerNorm(x + y), and the final norm x = LayerNorm(x). The CPU's form takes 16 rows at a
 // time where the width is a multiple of 16 (37 rows of 64: two groups and five rows after).
 Case layernorm_case() {
-  return {
-      "residual_layernorm",
-      {Where::Twin, Where::Cpu, Where::Cuda},
-      1e-5,
-      [](Where w, bool perf, int reps, double *secs) {
-        Outputs o;
-        for (const auto &[rows, n] : perf ? std::vector<std::pair<int, int>>{{256, 256}}
+  return {"residual_layernorm",
+          {Where::Twin, Where::Cpu, Where::Cuda},
+          1e-5,
+          [](Where w, bool perf, int reps, double *secs) {
+            Outputs o;
+            for (const auto &shape : perf ? std::vector<std::pair<int, int>>{{256, 256}}
                                           : std::vector<std::pair<int, int>>{{11, 70}, {37, 64}})
-          for (bool residual : {true, false}) {
-            const auto wt = uniforms(n, 40, 0.5f, 1.5f), nb = uniforms(n, 41, -0.2f, 0.2f);
-            const auto y = uniforms(size_t(rows) * n, 42, -3, 3);
-            std::vector<float> x = uniforms(size_t(rows) * n, 43, -2, 2);
-            if (w == Where::Reference) {
-              for (int r = 0; r < rows; ++r) {
-                double mean = 0, var = 0;
-                std::vector<double> v(n);
-                for (int i = 0; i < n; ++i)
-                  mean += v[i] = x[size_t(r) * n + i] + (residual ? y[size_t(r) * n + i] : 0.0f);
-                mean /= n;
-                for (int i = 0; i < n; ++i)
-                  var += (v[i] - mean) * (v[i] - mean);
-                var /= n;
-                for (int i = 0; i < n; ++i)
-                  x[size_t(r) * n + i] =
-                      float((v[i] - mean) / std::sqrt(var + kLayerNormEps) * wt[i] + nb[i]);
-              }
-            } else if (w == Where::Twin) {
-              *secs += timed_cpu(reps, [&] {
-                residual_layernorm_cpu(x.data(), residual ? y.data() : nullptr, wt.data(),
-                                       nb.data(), rows, n);
-              });
-            } else if (w == Where::Cpu) {
-              *secs += timed_cpu(reps, [&] {
-                residual_layernorm_rows(x.data(), residual ? y.data() : nullptr, wt.data(),
-                                        nb.data(), rows, n);
-              });
-            }
+              for (bool residual : {true, false}) {
+                const int rows = shape.first, n = shape.second; // (lambdas cannot capture bindings)
+                const auto wt = uniforms(n, 40, 0.5f, 1.5f), nb = uniforms(n, 41, -0.2f, 0.2f);
+                const auto y = uniforms(size_t(rows) * n, 42, -3, 3);
+                std::vector<float> x = uniforms(size_t(rows) * n, 43, -2, 2);
+                if (w == Where::Reference) {
+                  for (int r = 0; r < rows; ++r) {
+                    double mean = 0, var = 0;
+                    std::vector<double> v(n);
+                    for (int i = 0; i < n; ++i)
+                      mean += v[i] =
+                          x[size_t(r) * n + i] + (residual ? y[size_t(r) * n + i] : 0.0f);
+                    mean /= n;
+                    for (int i = 0; i < n; ++i)
+                      var += (v[i] - mean) * (v[i] - mean);
+                    var /= n;
+                    for (int i = 0; i < n; ++i)
+                      x[size_t(r) * n + i] =
+                          float((v[i] - mean) / std::sqrt(var + kLayerNormEps) * wt[i] + nb[i]);
+                  }
+                } else if (w == Where::Twin) {
+                  *secs += timed_cpu(reps, [&] {
+                    residual_layernorm_cpu(x.data(), residual ? y.data() : nullptr, wt.data(),
+                                           nb.data(), rows, n);
+                  });
+                } else if (w == Where::Cpu) {
+                  *secs += timed_cpu(reps, [&] {
+                    residual_layernorm_rows(x.data(), residual ? y.data() : nullptr, wt.data(),
+                                            nb.data(), rows, n);
+                  });
+                }
 #ifdef TARNN_TEST_CUDA
-            else {
-              DeviceArray<float> dx(x), dy(y), dw(wt), db(nb);
-              *secs += timed(reps, [&] {
-                launch_residual_layernorm(dx.get(), residual ? dy.get() : nullptr, dw.get(),
-                                          db.get(), rows, n, nullptr);
-              });
-              x = dx.download();
-            }
+                else {
+                  DeviceArray<float> dx(x), dy(y), dw(wt), db(nb);
+                  *secs += timed(reps, [&] {
+                    launch_residual_layernorm(dx.get(), residual ? dy.get() : nullptr, dw.get(),
+                                              db.get(), rows, n, nullptr);
+                  });
+                  x = dx.download();
+                }
 #endif
-            o.f.insert(o.f.end(), x.begin(), x.end());
-          }
-        return o;
-      }};
+                o.f.insert(o.f.end(), x.begin(), x.end());
+              }
+            return o;
+          }};
 }
 
 // p_{t+1} over 4 positions with half the bytes known: the given byte and its log-likelihood, or
