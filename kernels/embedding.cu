@@ -9,22 +9,24 @@ namespace tarnn {
 
 namespace {
 
+// positions: row r at position p->t + r (a prefill's rows: consecutive positions of one image)
 __global__ void embedding_kernel(float *x, const float *E, const float *P, const uint8_t *cur,
-                                 const StepParams *p, int rows, int d_model) {
+                                 const StepParams *p, int rows, int d_model, bool positions) {
   const int t = p->t;
   for (int r = blockIdx.x; r < rows; r += gridDim.x)
     for (int i = threadIdx.x; i < d_model; i += blockDim.x)
-      embedding_element(x, E, P, cur, t, r, i, d_model);
+      embedding_element(x, E, P, cur, t + (positions ? r : 0), r, i, d_model);
 }
 
 } // namespace
 
 void launch_embedding(float *x, const float *E, const float *P, const uint8_t *cur,
-                      const StepParams *p, int rows, int d_model, cudaStream_t s) {
+                      const StepParams *p, int rows, int d_model, cudaStream_t s, bool positions) {
   if (rows <= 0) // an empty grid is a launch error
     return;
   const int threads = d_model >= 256 ? 256 : (d_model + 31) / 32 * 32;
-  embedding_kernel<<<std::min(rows, 65536), threads, 0, s>>>(x, E, P, cur, p, rows, d_model);
+  embedding_kernel<<<std::min(rows, 65536), threads, 0, s>>>(x, E, P, cur, p, rows, d_model,
+                                                             positions);
   launch_check("embedding_kernel");
 }
 

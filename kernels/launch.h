@@ -11,10 +11,14 @@
 
 namespace tarnn {
 
+// positions: the rows are consecutive positions of ONE image, from p->t (a prefill): the
+// embedding takes row r at p->t + r, and the attention walks the rows in order through one state.
 void launch_embedding(float *x, const float *E, const float *P, const uint8_t *cur,
-                      const StepParams *p, int rows, int d_model, cudaStream_t s);
+                      const StepParams *p, int rows, int d_model, cudaStream_t s,
+                      bool positions = false);
 void launch_linear_attention(const float *qkv, float *state, float *att, int rows, int layer,
-                             int n_layers, int n_heads, int d_head, cudaStream_t s);
+                             int n_layers, int n_heads, int d_head, cudaStream_t s,
+                             bool positions = false);
 void launch_bias_act(float *y, const float *b, int rows, int n, Act a, cudaStream_t s);
 void launch_residual_layernorm(float *x, const float *y, const float *w, const float *nb, int rows,
                                int n, cudaStream_t s);

@@ -36,12 +36,51 @@ __global__ void linear_attention_kernel(const float *qkv, float *state, float *a
     att[size_t(r) * A + h * d + j] = attention_column(j, d, v_j, fq, fk, z_old, S, z);
 }
 
+// The rows are consecutive positions of one image (a prefill): one block per head, thread j
+// owning column j of that head's one state, the rows taken in order, each the step kernel's two
+// phases. Position r's update must land before r + 1 reads z: a barrier after each phase.
+template <int DH>
+__global__ void linear_attention_positions_kernel(const float *qkv, float *state, float *att,
+                                                  int rows, int layer, int n_layers, int n_heads,
+                                                  int d_runtime) {
+  const int d = DH > 0 ? DH : d_runtime;
+  extern __shared__ float shared[]; // phi(q), phi(k), old z; d floats each
+  const int j = threadIdx.x, h = blockIdx.x;
+  const bool active = j < d;
+  const int A = n_heads * d;
+  float *fq = shared, *fk = fq + d, *z_old = fk + d;
+  float *S = state + state_block_offset(0, layer, h, n_layers, n_heads, d);
+  float *z = S + size_t(d) * d;
+  for (int r = 0; r < rows; ++r) {
+    float v_j = 0.0f;
+    if (active)
+      attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq, fk, z_old, &v_j);
+    __syncthreads();
+    if (active)
+      att[size_t(r) * A + h * d + j] = attention_column(j, d, v_j, fq, fk, z_old, S, z);
+    __syncthreads(); // z and the shared rows are read again for r + 1
+  }
+}
+
 } // namespace
 
 void launch_linear_attention(const float *qkv, float *state, float *att, int rows, int layer,
-                             int n_layers, int n_heads, int d_head, cudaStream_t s) {
+                             int n_layers, int n_heads, int d_head, cudaStream_t s,
+                             bool positions) {
   if (rows <= 0) // an empty grid is a launch error
     return;
+  if (positions) {
+    const int dpad = (d_head + 31) / 32 * 32;
+    const size_t smem = size_t(3) * d_head * sizeof(float);
+    if (d_head == 32)
+      linear_attention_positions_kernel<32><<<unsigned(n_heads), unsigned(dpad), smem, s>>>(
+          qkv, state, att, rows, layer, n_layers, n_heads, d_head);
+    else
+      linear_attention_positions_kernel<0><<<unsigned(n_heads), unsigned(dpad), smem, s>>>(
+          qkv, state, att, rows, layer, n_layers, n_heads, d_head);
+    launch_check("linear_attention_positions_kernel");
+    return;
+  }
   const int dpad = (d_head + 31) / 32 * 32; // d_head <= 256 (Config::validate)
   const int G = std::max(1, 256 / dpad);
   const int64_t pairs = int64_t(rows) * n_heads;

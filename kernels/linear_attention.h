@@ -54,14 +54,16 @@ TARNN_HD float attention_column(int j, int d, float v_j, const float *fq, const 
   return attention_out(num, den);
 }
 
-// CPU twin: qkv [rows, 3A], state for all layers, att [rows, A] for layer `layer`.
+// CPU twin: qkv [rows, 3A], state for all layers, att [rows, A] for layer `layer`. With
+// `positions` the rows are consecutive positions of one image, walked in order through image 0's
+// state (the GPU's positions kernel: one block per head, a loop over the rows).
 inline void linear_attention_cpu(const float *qkv, float *state, float *att, int rows, int layer,
-                                 int n_layers, int n_heads, int d) {
+                                 int n_layers, int n_heads, int d, bool positions = false) {
   const int A = n_heads * d;
   std::vector<float> fq(d), fk(d), z_old(d), v(d);
   for (int r = 0; r < rows; ++r)
     for (int h = 0; h < n_heads; ++h) {
-      float *S = state + state_block_offset(r, layer, h, n_layers, n_heads, d);
+      float *S = state + state_block_offset(positions ? 0 : r, layer, h, n_layers, n_heads, d);
       float *z = S + size_t(d) * d;
       for (int j = 0; j < d; ++j)
         attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq.data(), fk.data(), z_old.data(),

@@ -7,7 +7,8 @@
 //
 // Pre is a forward.h Ops whose rows are consecutive positions of ONE image: its embed takes row r
 // at position params->t + r, its attention walks the rows in order through buffers().state (one
-// image's state). Its buffers are host memory.
+// image's state). Its buffers are reached through its upload, download and zero (host memory on
+// the CPU, device memory on CUDA); ops.upload copies Pre's state into the batch.
 #pragma once
 
 #include <algorithm>
@@ -44,19 +45,23 @@ double prefill_one(Pre &pre, const Config &c, const uint8_t *bytes, int P,
                    std::vector<float> &last) {
   const StepBuffers &b = pre.buffers();
   const int K3 = c.d_out();
-  std::memset(b.state, 0, size_t(c.state_bytes_per_image()));
+  pre.zero(b.state, size_t(c.state_bytes_per_image()));
+  std::vector<float> o(size_t(b.rows) * K3);
   double lp = 0;
   for (int t0 = 0; t0 < P; t0 += b.rows) {
     const int m = std::min(b.rows, P - t0);
-    std::memcpy(b.cur, bytes + t0, size_t(m));
-    b.params->t = t0;
+    StepParams at;
+    at.t = t0;
+    pre.upload(b.cur, bytes + t0, size_t(m));
+    pre.upload(b.params, &at, sizeof at);
     forward(pre, c, pre.view(), m);
+    pre.download(o.data(), b.o, size_t(m) * K3 * sizeof(float));
     for (int r = 0; r < m; ++r) {
       const int t = t0 + r;
       if (t + 1 < P) // the same float, added in the same order as the steps add it
-        lp += double(mixture_log_prob(b.o + size_t(r) * K3, c.mixtures, bytes[t + 1]));
+        lp += double(mixture_log_prob(&o[size_t(r) * K3], c.mixtures, bytes[t + 1]));
       else
-        last.assign(b.o + size_t(r) * K3, b.o + size_t(r) * K3 + K3);
+        last.assign(&o[size_t(r) * K3], &o[size_t(r) * K3] + K3);
     }
   }
   return lp;

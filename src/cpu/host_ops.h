@@ -32,10 +32,7 @@ public:
   }
   // For ops whose rows are consecutive positions of one image: row r at position params->t + r.
   void embed_positions(const ModelView<Lin> &w, int rows) {
-    for (int r = 0; r < rows; ++r)
-      for (int i = 0; i < c_.d_model; ++i)
-        embedding_element(b_.x, w.value_embedding, w.pos, b_.cur, b_.params->t + r, r, i,
-                          c_.d_model);
+    embedding_cpu(b_.x, w.value_embedding, w.pos, b_.cur, b_.params, rows, c_.d_model, true);
   }
   void add_norm(float *x, const float *y, NormView n, int rows) {
     residual_layernorm_rows(x, y, n.w, n.b, rows, c_.d_model);

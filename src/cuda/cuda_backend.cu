@@ -10,6 +10,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <memory>
+#include <string>
 
 #include "../../kernels/cuda_util.h"
 #include "../../kernels/launch.h"
@@ -88,6 +89,8 @@ double peak_bandwidth(int dev) {
 }
 
 // The widest input of a linear layer: the room a bf16 copy of a GEMM's input takes per image.
+constexpr int kPrefillRows = 512; // positions of one image a prefill runs at once, as on the CPU
+
 size_t widest_input(const Config &c) { return size_t(std::max({c.d_model, c.d_ff, c.d_attn()})); }
 
 void check_supported(const Config &c) {
@@ -226,13 +229,14 @@ struct DeviceWeights {
   }
 };
 
-// The batch: state, activations and bytes of `rows` images in one allocation, zeroed.
+// The batch: state, activations and bytes of `rows` images in one allocation, zeroed; a state for
+// `state_rows` of them (a prefill's rows share one).
 struct DeviceBatch {
   BatchLayout layout;
   DeviceBlock mem;
   StepBuffers b;
-  DeviceBatch(const Config &c, int rows)
-      : layout(batch_layout(c, rows)),
+  DeviceBatch(const Config &c, int rows, int state_rows = -1)
+      : layout(batch_layout(c, rows, state_rows < 0 ? rows : state_rows)),
         mem(layout.total, "batch of " + std::to_string(rows) + " images"),
         b(step_buffers(mem.p, layout)) {
     cuda_check(cudaMemset(mem.p, 0, layout.total), "cudaMemset");
@@ -246,19 +250,21 @@ public:
   using Linear = GpuLinear;
 
   // x16: room for one GEMM input of the batch in bfloat16 (rows x the widest layer input), where
-  // the weights are bf16.
+  // the weights are bf16. positions: the rows are consecutive positions of one image (the Pre of
+  // core/prefill.h): the embedding and the attention take them so; no steps, no graph.
   GpuOps(Gpu &gpu, const Config &c, const ModelView<GpuLinear> &w, const StepBuffers &b,
-         bool use_graph, uint16_t *x16 = nullptr)
-      : gpu_(gpu), c_(c), w_(w), b_(b), use_graph_(use_graph), x16_(x16) {}
+         bool use_graph, uint16_t *x16 = nullptr, bool positions = false)
+      : gpu_(gpu), c_(c), w_(w), b_(b), use_graph_(use_graph), x16_(x16), positions_(positions) {}
   ~GpuOps() { drop_graph(); }
   GpuOps(const GpuOps &) = delete;
   GpuOps &operator=(const GpuOps &) = delete;
 
   const StepBuffers &buffers() const { return b_; }
+  const ModelView<GpuLinear> &view() const { return w_; }
 
   void embed(const ModelView<GpuLinear> &w, int rows) {
     launch_embedding(b_.x, w.value_embedding, w.pos, b_.cur, b_.params, rows, c_.d_model,
-                     gpu_.stream);
+                     gpu_.stream, positions_);
   }
   // Row-major Y [rows, out] = X [rows, in] W^T, W [out, in]. Column-major, cuBLAS sees
   // Y^T (out x rows) = op(W) X^T with op = transpose on W's [in, out] column-major view. Then
@@ -289,7 +295,7 @@ public:
   }
   void attention(int layer, int rows) {
     launch_linear_attention(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads,
-                            c_.d_head, gpu_.stream);
+                            c_.d_head, gpu_.stream, positions_);
   }
   void add_norm(float *x, const float *y, NormView n, int rows) {
     launch_residual_layernorm(x, y, n.w, n.b, rows, c_.d_model, gpu_.stream);
@@ -301,9 +307,9 @@ public:
   void advance() { launch_advance_position(b_.params, gpu_.stream); }
 
   // Host copies happen once per chunk: synchronous, so the host buffers may go right after.
+  // Unified addressing tells the direction: `src` may be device memory too (a prefill's state).
   void upload(void *dst, const void *src, size_t n) {
-    cuda_check(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, gpu_.stream),
-               "cudaMemcpyAsync");
+    cuda_check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, gpu_.stream), "cudaMemcpyAsync");
     sync();
   }
   void download(void *dst, const void *src, size_t n) {
@@ -377,6 +383,7 @@ private:
   const StepBuffers &b_;
   bool use_graph_;
   uint16_t *x16_;
+  bool positions_;
   cudaGraphExec_t exec_ = nullptr;
   int graph_rows_ = -1;
 };
@@ -411,9 +418,21 @@ public:
                                  free_memory(), gpu_.name);
     DeviceBatch mem(c, batch);
     const bool bf16 = options_.precision == "bf16";
-    DeviceBlock x16(bf16 ? size_t(batch) * widest_input(c) * 2 : 0, "bf16 GEMM inputs");
-    GpuOps ops(gpu_, c, weights_.view, mem.b, options_.graph,
-               bf16 ? static_cast<uint16_t *>(x16.p) : nullptr);
+    // the prefill (core/prefill.h) on the GPU: written without one at hand, so only on request
+    // (TARNN_CUDA_PREFILL=1) until a GPU run has shown it gives the steps' bytes
+    const char *want_prefill = std::getenv("TARNN_CUDA_PREFILL");
+    const bool prefill = options_.prefill && want_prefill && std::string(want_prefill) == "1";
+    const int pre_rows = prefill ? std::min(kPrefillRows, c.positions()) : 0;
+    DeviceBlock x16(bf16 ? size_t(std::max(batch, pre_rows)) * widest_input(c) * 2 : 0,
+                    "bf16 GEMM inputs");
+    uint16_t *x16p = bf16 ? static_cast<uint16_t *>(x16.p) : nullptr;
+    GpuOps ops(gpu_, c, weights_.view, mem.b, options_.graph, x16p);
+    std::unique_ptr<DeviceBatch> pre_mem;
+    std::unique_ptr<GpuOps> pre;
+    if (prefill) {
+      pre_mem = std::make_unique<DeviceBatch>(c, pre_rows, 1);
+      pre = std::make_unique<GpuOps>(gpu_, c, weights_.view, pre_mem->b, false, x16p, true);
+    }
     RunInfo info;
     info.device = gpu_.name;
     info.batch = batch;
@@ -426,7 +445,7 @@ public:
     DoneHook hook;
     if (progress)
       hook = [&](int64_t done) { progress(done, job.count * steps); };
-    rollout(ops, c, job, hook, 32); // a report waits for the GPU, so not every step
+    rollout(ops, c, job, hook, 32, pre.get()); // a report waits for the GPU: not every step
     if (progress)
       progress(job.count * steps, job.count * steps);
     info.seconds_steps = seconds_since(t1);

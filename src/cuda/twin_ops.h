@@ -27,7 +27,13 @@ struct TwinLinear {
 
 class TwinOps : public HostOps<TwinOps, TwinLinear> {
 public:
-  using HostOps::HostOps;
+  // positions: the prefill's ops (launch_embedding and launch_linear_attention with positions)
+  TwinOps(const Config &c, const ModelView<TwinLinear> &w, const StepBuffers &b,
+          bool positions = false)
+      : HostOps(c, w, b), positions_(positions) {}
+  void embed(const ModelView<TwinLinear> &w, int rows) {
+    embedding_cpu(b_.x, w.value_embedding, w.pos, b_.cur, b_.params, rows, c_.d_model, positions_);
+  }
   void linear(const TwinLinear &l, const float *x, float *y, int rows, Act act) {
     if (l.bf16) {
       x16_.resize(size_t(rows) * l.in);
@@ -43,16 +49,20 @@ public:
     bias_act_cpu(y, l.b, rows, l.out, act);
   }
   void attention(int layer, int rows) {
-    linear_attention_cpu(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads, c_.d_head);
+    linear_attention_cpu(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads, c_.d_head,
+                         positions_);
   }
 
 private:
+  bool positions_;
   std::vector<uint16_t> x16_;
   std::vector<float> rounded_;
 };
 
-// The CUDA backend's rollout on the CPU, `batch` images at a time.
-inline void run_twin(const Model &m, const Rollout &job, int batch, bool bf16 = false) {
+// The CUDA backend's rollout on the CPU, `batch` images at a time; with `prefill`, the known
+// leading bytes through the prefill's ops (its 512 rows, as the backend's).
+inline void run_twin(const Model &m, const Rollout &job, int batch, bool bf16 = false,
+                     bool prefill = false) {
   const Config &c = m.config;
   const BatchLayout layout =
       batch_layout(c, std::min<int64_t>(batch, std::max<int64_t>(job.count, 1)));
@@ -64,7 +74,11 @@ inline void run_twin(const Model &m, const Rollout &job, int batch, bool bf16 = 
         return TwinLinear{l.w.data(), l.b.data(), l.out, l.in, bf16};
       });
   TwinOps ops(c, w, b);
-  rollout(ops, c, job, nullptr, 1);
+  const BatchLayout pre_layout = batch_layout(c, std::min(512, c.positions()), 1);
+  std::vector<double> pre_mem(prefill ? pre_layout.total / sizeof(double) + 1 : 0);
+  const StepBuffers pre_b = prefill ? step_buffers(pre_mem.data(), pre_layout) : StepBuffers{};
+  TwinOps pre(c, w, pre_b, true);
+  rollout(ops, c, job, nullptr, 1, prefill ? &pre : nullptr);
 }
 
 } // namespace tarnn

@@ -3,8 +3,10 @@
 // least 99.9% of pixels for the same seed), the state memory per image, and the bad-batch error.
 // (Each kernel against its CPU twin: tests/kernels/test_kernels.cpp.) Where there is no CUDA
 // device (or no CUDA build), every test skips with the reason, and ctest reports it skipped.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -265,6 +267,35 @@ TEST(CudaBf16, ScoresAsTheCpuBf16AndTheSameImagesForAnyBatch) {
   o12.precision = o5.precision = "bf16";
   const Outcome all = run_on(o12, mnist(), 12, 9);
   EXPECT_EQ(run_on(o5, mnist(), 12, 9).images, all.images);
+}
+
+// The GPU's prefill (TARNN_CUDA_PREFILL=1 until this test has passed on a GPU): completions of
+// the top half, prefilled, against the same run step by step. Each GEMM runs one algorithm for
+// every row count (gemm.h) and the positions kernels are the step kernels' arithmetic, so the
+// bytes and log-likelihoods should be the steps' exactly; and against the CPU, as the steps are.
+TEST(CudaPrefill, CompletionsAsStepByStep) {
+  REQUIRE_CUDA_DEVICE();
+  const Model &m = mnist();
+  const int n = 6, T = m.config.bytes_per_image();
+  const std::vector<uint8_t> images = cpu_sample(m, n, 8);
+  std::vector<uint8_t> known(images.size(), 0);
+  for (int r = 0; r < n; ++r)
+    for (int t = 0; t < T / 2; ++t)
+      known[size_t(r) * T + t] = 1;
+  RunOptions steps = on("cuda", 3), prefilled = on("cuda", 3);
+  steps.prefill = false;
+  setenv("TARNN_CUDA_PREFILL", "1", 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Outcome a = run_on(prefilled, m, n, 4, images.data(), known.data());
+  const double s_pre = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  unsetenv("TARNN_CUDA_PREFILL");
+  const Outcome b = run_on(steps, m, n, 4, images.data(), known.data());
+  std::printf("prefilled %.4f s; bytes identical to step by step: %.6f\n", s_pre,
+              identical_fraction(a.images, b.images));
+  EXPECT_EQ(a.images, b.images);
+  EXPECT_EQ(a.log_prob, b.log_prob);
+  const Outcome cpu = run_on(on("cpu", 3), m, n, 4, images.data(), known.data());
+  EXPECT_GE(identical_fraction(a.images, cpu.images), 0.999);
 }
 
 // 8 layers x 8 heads x (32 x 32 + 32) floats = 270,336 bytes per image, whatever the position.

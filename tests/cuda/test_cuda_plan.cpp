@@ -38,7 +38,8 @@ struct Pair {
 };
 
 Pair both(const Model &m, Rollout job, int batch, const uint8_t *given = nullptr,
-          const uint8_t *known = nullptr, const std::string &precision = "fp32") {
+          const uint8_t *known = nullptr, const std::string &precision = "fp32",
+          bool twin_prefill = false) {
   const size_t n = size_t(job.count) * m.config.bytes_per_image();
   Pair p{std::vector<uint8_t>(n, 0xAB), std::vector<uint8_t>(n, 0xAB),
          std::vector<double>(job.count, 7.0), std::vector<double>(job.count, 7.0)};
@@ -53,7 +54,7 @@ Pair both(const Model &m, Rollout job, int batch, const uint8_t *given = nullptr
   Engine(m, o).run(job);
   job.out = p.twin.data();
   job.log_prob = p.twin_lp.data();
-  run_twin(m, job, batch, precision == "bf16");
+  run_twin(m, job, batch, precision == "bf16", twin_prefill);
   return p;
 }
 
@@ -209,6 +210,33 @@ TEST(CudaTwins, PlanInBf16AsTheCpuBackend) {
   const Model mnist = random_model(Config::mnist(), 42);
   const Pair p = both(mnist, job_of(3, 11, 0, 12), 2, nullptr, nullptr, "bf16");
   EXPECT_EQ(p.cpu, p.twin);
+}
+
+// The GPU's prefill (the embedding by position, the attention walking the rows through one
+// state, the state copied into each sample's slot): the CPU backend's bytes and log-likelihoods
+// to the bit, for completions whose known leading run differs per image: the small model in fp32
+// and bf16, whole images; the MNIST shape in fp32, its first 24 positions (the twin's GEMM is the
+// plain loop: seconds per position at this size).
+TEST(CudaTwins, PlanPrefillsAsTheCpuBackend) {
+  const Model small = load_model(small_golden());
+  const Model mnist = random_model(Config::mnist(), 42);
+  for (const Model *m : {&small, &mnist}) {
+    const int T = m->config.bytes_per_image(), n = 5, step = m == &mnist ? 4 : T / 8;
+    std::vector<uint8_t> given(size_t(n) * T), known(given.size());
+    for (size_t i = 0; i < given.size(); ++i)
+      given[i] = uint8_t(i * 37 + i / 7);
+    for (int r = 0; r < 4; ++r) // image r knows its first (r + 1) * step bytes, image 4 none
+      for (int t = 0; t < (r + 1) * step; ++t)
+        known[size_t(r) * T + t] = 1;
+    for (const char *precision : {"fp32", "bf16"}) {
+      if (m == &mnist && std::string(precision) == "bf16")
+        continue;
+      Rollout job = job_of(n, 3, 0, m == &mnist ? 24 : -1);
+      const Pair p = both(*m, job, 2, given.data(), known.data(), precision, true);
+      EXPECT_EQ(p.cpu, p.twin) << precision;
+      EXPECT_EQ(p.cpu_lp, p.twin_lp) << precision;
+    }
+  }
 }
 
 // The paper's shape (d_head 32, 8 x 8 heads, relu), a few positions: the rest of each image is
