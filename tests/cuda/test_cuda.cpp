@@ -272,7 +272,9 @@ TEST(CudaBf16, ScoresAsTheCpuBf16AndTheSameImagesForAnyBatch) {
 // The GPU's prefill (TARNN_CUDA_PREFILL=1 until this test has passed on a GPU): completions of
 // the top half, prefilled, against the same run step by step. Each GEMM runs one algorithm for
 // every row count (gemm.h) and the positions kernels are the step kernels' arithmetic, so the
-// bytes and log-likelihoods should be the steps' exactly; and against the CPU, as the steps are.
+// states should be the steps'; but the prefill scores the known bytes and draws the first
+// unknown one on the host (core/prefill.h), with the host's expf and logf where the steps use
+// the device's (within 2 ulp): log-likelihoods to the CPU parity tolerance, and 99.9% of bytes.
 TEST(CudaPrefill, CompletionsAsStepByStep) {
   REQUIRE_CUDA_DEVICE();
   const Model &m = mnist();
@@ -292,8 +294,13 @@ TEST(CudaPrefill, CompletionsAsStepByStep) {
   const Outcome b = run_on(steps, m, n, 4, images.data(), known.data());
   std::printf("prefilled %.4f s; bytes identical to step by step: %.6f\n", s_pre,
               identical_fraction(a.images, b.images));
-  EXPECT_EQ(a.images, b.images);
-  EXPECT_EQ(a.log_prob, b.log_prob);
+  EXPECT_GE(identical_fraction(a.images, b.images), 0.999);
+  for (int r = 0; r < n; ++r)
+    EXPECT_NEAR(a.log_prob[r], b.log_prob[r], 1e-4 * m.config.positions() * std::log(2.0));
+  for (size_t i = 0; i < known.size(); ++i)
+    if (known[i]) {
+      ASSERT_EQ(a.images[i], images[i]) << i;
+    }
   const Outcome cpu = run_on(on("cpu", 3), m, n, 4, images.data(), known.data());
   EXPECT_GE(identical_fraction(a.images, cpu.images), 0.999);
 }
