@@ -40,10 +40,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Positions of one image a prefill runs at once: each GEMM then reads its weights once for up
-// to 512 rows (the first sampled pixel of Figure 3: 0.035 s with 128, 0.028-0.031 s with 400 or
-// more; 5 MB of activations per thread).
-constexpr int kPrefillRows = 512;
 struct Stopped {}; // thrown into a worker's rollout when another worker failed
 
 class CpuBackend : public Backend {

@@ -7,13 +7,10 @@
 #include <immintrin.h>
 #include <utility>
 
-#include "../../kernels/tarnn_math.h"
 #include "cpu_features.h"
 #include "gemm_tiles.h"
 
 namespace tarnn {
-
-uint16_t to_bf16(float f) { return bf16_bits(f); }
 
 float from_bf16(uint16_t h) {
   const uint32_t u = uint32_t(h) << 16;
@@ -82,8 +79,8 @@ template <size_t... R> auto tiles(std::index_sequence<R...>) {
 }
 
 uint32_t pair_of(const float *v, int k, int n) {
-  const uint16_t lo = to_bf16(v[k]);
-  const uint16_t hi = k + 1 < n ? to_bf16(v[k + 1]) : 0;
+  const uint16_t lo = bf16_bits(v[k]);
+  const uint16_t hi = k + 1 < n ? bf16_bits(v[k + 1]) : 0;
   return uint32_t(lo) | uint32_t(hi) << 16;
 }
 
@@ -94,7 +91,7 @@ void round_rows_portable(const float *x, int ldx, int rows, int in, uint32_t *x2
       x2[size_t(r) * pairs + k] = pair_of(x + size_t(r) * ldx, 2 * k, in);
 }
 
-// The same with vcvtne2ps2bf16, 32 floats an instruction: to_bf16's rule, so the same bits. One
+// The same with vcvtne2ps2bf16, 32 floats an instruction: bf16_bits' rule, so the same bits. One
 // element at a time, the rounding was a third of a bf16 step's GEMM time.
 __attribute__((target("avx512f,avx512bf16"))) void
 round_rows_avx512(const float *x, int ldx, int rows, int in, uint32_t *x2, int pairs) {

@@ -11,13 +11,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "../../kernels/tarnn_math.h"
 #include "tarnn/model.h"
 
 namespace tarnn {
 
-// Round to nearest even; NaN stays NaN (quiet); a subnormal becomes a zero of its sign. The rule
-// of vcvtne2ps2bf16, so the instruction and this agree on every float.
-uint16_t to_bf16(float f);
+// The rounding to bf16 is kernels/tarnn_math.h's bf16_bits, the rule of vcvtne2ps2bf16.
 float from_bf16(uint16_t h);
 
 // x2[r * ceil(in/2) + k/2] = bf16(x[r * ldx + k]) | bf16(x[r * ldx + k + 1]) << 16 (0 past `in`):

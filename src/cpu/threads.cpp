@@ -29,31 +29,6 @@ std::exception_ptr thread_start_error(const std::exception &e) {
             Error::Kind::Runtime));
 }
 
-void run_parallel(int n, const std::function<void(int)> &f) {
-  FirstError error;
-  auto guarded = [&](int i) {
-    try {
-      f(i);
-    } catch (...) {
-      error.keep(std::current_exception());
-    }
-  };
-  std::vector<std::thread> workers;
-  workers.reserve(size_t(n > 1 ? n - 1 : 0));
-  for (int i = 1; i < n && !error.failed(); ++i) {
-    try {
-      workers.emplace_back(guarded, i);
-    } catch (const std::exception &e) {
-      error.keep(thread_start_error(e));
-    }
-  }
-  if (!error.failed())
-    guarded(0);
-  for (auto &w : workers)
-    w.join();
-  error.rethrow();
-}
-
 WorkerTeam::WorkerTeam(int n)
     : spin_(unsigned(n) <= std::max(1u, std::thread::hardware_concurrency())) {
   helpers_.reserve(size_t(n > 1 ? n - 1 : 0));

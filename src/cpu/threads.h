@@ -27,13 +27,11 @@ private:
   std::atomic<bool> failed_{false};
 };
 
-// f(0) .. f(n - 1), each on its own thread (f(0) on the caller's); returns when all are done.
-void run_parallel(int n, const std::function<void(int)> &f);
-
 // The Error a failed std::thread start becomes.
 std::exception_ptr thread_start_error(const std::exception &e);
 
-// run(f): f(0) .. f(n - 1) as run_parallel, on n - 1 helper threads started once. Made for many
+// run(f): f(0) .. f(n - 1), f(0) on the caller's thread and the rest on n - 1 helper threads
+// started once; returns when all are done, rethrowing the first exception of any. Made for many
 // short calls in a row (a prefill's GEMMs, 33 per chunk): starting a thread per call cost about
 // 70 us each, and waking a core that had gone idle more. A helper spins for about a millisecond
 // after its last call, then sleeps until the next (at once, in a team larger than the machine's

@@ -89,8 +89,6 @@ double peak_bandwidth(int dev) {
 }
 
 // The widest input of a linear layer: the room a bf16 copy of a GEMM's input takes per image.
-constexpr int kPrefillRows = 512; // positions of one image a prefill runs at once, as on the CPU
-
 size_t widest_input(const Config &c) { return size_t(std::max({c.d_model, c.d_ff, c.d_attn()})); }
 
 void check_supported(const Config &c) {

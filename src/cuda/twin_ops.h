@@ -60,7 +60,7 @@ private:
 };
 
 // The CUDA backend's rollout on the CPU, `batch` images at a time; with `prefill`, the known
-// leading bytes through the prefill's ops (its 512 rows, as the backend's).
+// leading bytes through the prefill's ops (kPrefillRows at a time, as the backend's).
 inline void run_twin(const Model &m, const Rollout &job, int batch, bool bf16 = false,
                      bool prefill = false) {
   const Config &c = m.config;
@@ -74,7 +74,7 @@ inline void run_twin(const Model &m, const Rollout &job, int batch, bool bf16 = 
         return TwinLinear{l.w.data(), l.b.data(), l.out, l.in, bf16};
       });
   TwinOps ops(c, w, b);
-  const BatchLayout pre_layout = batch_layout(c, std::min(512, c.positions()), 1);
+  const BatchLayout pre_layout = batch_layout(c, std::min(kPrefillRows, c.positions()), 1);
   std::vector<double> pre_mem(prefill ? pre_layout.total / sizeof(double) + 1 : 0);
   const StepBuffers pre_b = prefill ? step_buffers(pre_mem.data(), pre_layout) : StepBuffers{};
   TwinOps pre(c, w, pre_b, true);

@@ -91,18 +91,18 @@ TEST(Gemm, ReferenceWithoutBiasIsTheBareProduct) {
 // ---- bf16 (src/cpu/gemm_bf16.h) ----------------------------------------------------------------
 
 TEST(GemmBf16, RoundsToNearestEven) {
-  EXPECT_EQ(to_bf16(1.0f), 0x3f80);
-  EXPECT_EQ(to_bf16(1.0f + 1.0f / 256), 0x3f80);         // a tie: to the even neighbour, down
-  EXPECT_EQ(to_bf16(1.0f + 3.0f / 256), 0x3f82);         // a tie: to the even neighbour, up
-  EXPECT_EQ(to_bf16(1.0f + 1.0f / 256 + 1e-6f), 0x3f81); // past the tie: up
-  EXPECT_EQ(to_bf16(-2.0f), 0xc000);
-  EXPECT_EQ(to_bf16(INFINITY), 0x7f80);
-  EXPECT_TRUE(std::isnan(from_bf16(to_bf16(NAN))));
-  EXPECT_EQ(from_bf16(to_bf16(0.15625f)), 0.15625f); // exact in bf16: unchanged
+  EXPECT_EQ(bf16_bits(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_bits(1.0f + 1.0f / 256), 0x3f80);         // a tie: to the even neighbour, down
+  EXPECT_EQ(bf16_bits(1.0f + 3.0f / 256), 0x3f82);         // a tie: to the even neighbour, up
+  EXPECT_EQ(bf16_bits(1.0f + 1.0f / 256 + 1e-6f), 0x3f81); // past the tie: up
+  EXPECT_EQ(bf16_bits(-2.0f), 0xc000);
+  EXPECT_EQ(bf16_bits(INFINITY), 0x7f80);
+  EXPECT_TRUE(std::isnan(from_bf16(bf16_bits(NAN))));
+  EXPECT_EQ(from_bf16(bf16_bits(0.15625f)), 0.15625f); // exact in bf16: unchanged
 }
 
 // Every kind of float (random bit patterns: subnormals, infinities, NaNs, ties) and every tail
-// length: the instruction's rounding (on a CPU with AVX512_BF16) is to_bf16's, bit for bit.
+// length: the instruction's rounding (on a CPU with AVX512_BF16) is bf16_bits', bit for bit.
 TEST(GemmBf16, RoundingTheInputIsToBf16OnEveryFloat) {
   std::printf("round_to_bf16_pairs path: %s\n",
               cpu_has_avx512_bf16() ? "AVX512_BF16 (vcvtne2ps2bf16)" : "portable");
@@ -125,12 +125,12 @@ TEST(GemmBf16, RoundingTheInputIsToBf16OnEveryFloat) {
       for (int k = 0; k < pairs; ++k) {
         const float *xr = &x[size_t(r) * ldx];
         const uint32_t want =
-            to_bf16(xr[2 * k]) | uint32_t(2 * k + 1 < in ? to_bf16(xr[2 * k + 1]) : 0) << 16;
+            bf16_bits(xr[2 * k]) | uint32_t(2 * k + 1 < in ? bf16_bits(xr[2 * k + 1]) : 0) << 16;
         ASSERT_EQ(got[size_t(r) * pairs + k], want) << "in " << in << " row " << r << " pair " << k;
       }
   }
-  EXPECT_EQ(to_bf16(1e-40f), 0x0000);  // subnormal: zero
-  EXPECT_EQ(to_bf16(-1e-40f), 0x8000); // of its sign
+  EXPECT_EQ(bf16_bits(1e-40f), 0x0000);  // subnormal: zero
+  EXPECT_EQ(bf16_bits(-1e-40f), 0x8000); // of its sign
 }
 
 TEST(GemmBf16, FastPathEqualsReferenceBitForBit) {

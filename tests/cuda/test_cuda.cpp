@@ -107,6 +107,15 @@ double identical_fraction(const std::vector<uint8_t> &a, const std::vector<uint8
   return double(same) / double(a.size());
 }
 
+// The top half of each of n images known: make_mask's default (the paper's Figure 3), n times.
+std::vector<uint8_t> top_halves(const Config &c, int n) {
+  const std::vector<uint8_t> one = make_mask({}, c);
+  std::vector<uint8_t> all;
+  for (int r = 0; r < n; ++r)
+    all.insert(all.end(), one.begin(), one.end());
+  return all;
+}
+
 double bpd(double log_prob, const Config &c) { return -log_prob / (c.positions() * std::log(2.0)); }
 
 } // namespace
@@ -190,12 +199,9 @@ TEST(CudaParity, MnistSizeSamplesMatchTheCpuBackend) {
 TEST(CudaParity, MaskedCompletionMatchesTheCpuBackend) {
   REQUIRE_CUDA_DEVICE();
   const Model &m = mnist();
-  const int n = 16, T = m.config.bytes_per_image();
+  const int n = 16;
   const std::vector<uint8_t> given = cpu_sample(m, n, 77);
-  std::vector<uint8_t> known(given.size(), 0);
-  for (int r = 0; r < n; ++r)
-    for (int t = 0; t < T / 2; ++t) // the top half of every image
-      known[size_t(r) * T + t] = 1;
+  const std::vector<uint8_t> known = top_halves(m.config, n);
   const Outcome a = cpu_run(m, n, 78, given.data(), known.data());
   const Outcome b = cuda_run(m, n, 78, given.data(), known.data());
   for (size_t i = 0; i < known.size(); ++i)
@@ -278,12 +284,9 @@ TEST(CudaBf16, ScoresAsTheCpuBf16AndTheSameImagesForAnyBatch) {
 TEST(CudaPrefill, CompletionsAsStepByStep) {
   REQUIRE_CUDA_DEVICE();
   const Model &m = mnist();
-  const int n = 6, T = m.config.bytes_per_image();
+  const int n = 6;
   const std::vector<uint8_t> images = cpu_sample(m, n, 8);
-  std::vector<uint8_t> known(images.size(), 0);
-  for (int r = 0; r < n; ++r)
-    for (int t = 0; t < T / 2; ++t)
-      known[size_t(r) * T + t] = 1;
+  const std::vector<uint8_t> known = top_halves(m.config, n);
   RunOptions steps = on("cuda", 3), prefilled = on("cuda", 3);
   steps.prefill = false;
   setenv("TARNN_CUDA_PREFILL", "1", 1);
