@@ -2,7 +2,8 @@
 // dpad (image, head) pairs, dpad = d_head rounded up to a warp. Thread j of a pair owns column j
 // of S, so each i of the walk reads and writes one contiguous row of S per pair: the state
 // streams through DRAM coalesced, once in and once out per step, which is the bound on the step
-// (docs/CUDA.md).
+// (docs/CUDA.md). For the paper's d_head (kRegisterDHead) the column is held in registers, loaded
+// at entry before q, k and v: the state's latency is hidden behind theirs and phi's.
 #include <cmath>
 
 #include "cuda_util.h"
@@ -13,7 +14,8 @@ namespace tarnn {
 
 namespace {
 
-// DH > 0: d_head known at compile time (the paper's 32), so the walk over i unrolls.
+// DH > 0: d_head known at compile time (the paper's 32): the walk unrolls and the column of S
+// lives in registers from entry to the end.
 template <int DH>
 __global__ void linear_attention_kernel(const float *qkv, float *state, float *att, int rows,
                                         int layer, int n_layers, int n_heads, int d_runtime) {
@@ -26,19 +28,32 @@ __global__ void linear_attention_kernel(const float *qkv, float *state, float *a
   const int A = n_heads * d;
   float *fq = shared + size_t(g) * 3 * d, *fk = fq + d, *z_old = fk + d;
   float *S = nullptr, *z = nullptr, v_j = 0.0f;
+  float col[DH > 0 ? DH : 1];
   if (active) {
     S = state + state_block_offset(r, layer, h, n_layers, n_heads, d);
     z = S + size_t(d) * d;
+    if constexpr (DH > 0)
+      load_column<DH>(j, S, col); // first: the longest wait
     attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq, fk, z_old, &v_j);
   }
   __syncthreads(); // every thread reaches it: inactive ones only skip the work
-  if (active)
-    att[size_t(r) * A + h * d + j] = attention_column(j, d, v_j, fq, fk, z_old, S, z);
+  if (!active)
+    return;
+  float *out = att + size_t(r) * A + h * d;
+  if constexpr (DH > 0) {
+    float z_j = 0.0f;
+    out[j] = attention_walk<DH>(j, DH, v_j, fq, fk, z_old, col, 1, z_j);
+    z[j] = z_j;
+    store_column<DH>(j, col, S);
+  } else {
+    out[j] = attention_column(j, d, v_j, fq, fk, z_old, S, z);
+  }
 }
 
 // The rows are consecutive positions of one image (a prefill): one block per head, thread j
 // owning column j of that head's one state, the rows taken in order, each the step kernel's two
-// phases. Position r's update must land before r + 1 reads z: a barrier after each phase.
+// phases. Position r's update must land before r + 1 reads z: a barrier after each phase. With
+// DH > 0 the column stays in registers over all the rows: S is read once and written once.
 template <int DH>
 __global__ void linear_attention_positions_kernel(const float *qkv, float *state, float *att,
                                                   int rows, int layer, int n_layers, int n_heads,
@@ -51,15 +66,30 @@ __global__ void linear_attention_positions_kernel(const float *qkv, float *state
   float *fq = shared, *fk = fq + d, *z_old = fk + d;
   float *S = state + state_block_offset(0, layer, h, n_layers, n_heads, d);
   float *z = S + size_t(d) * d;
+  float col[DH > 0 ? DH : 1];
+  if constexpr (DH > 0)
+    if (active)
+      load_column<DH>(j, S, col);
   for (int r = 0; r < rows; ++r) {
     float v_j = 0.0f;
     if (active)
       attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq, fk, z_old, &v_j);
     __syncthreads();
-    if (active)
-      att[size_t(r) * A + h * d + j] = attention_column(j, d, v_j, fq, fk, z_old, S, z);
+    if (active) {
+      float *out = att + size_t(r) * A + h * d;
+      if constexpr (DH > 0) {
+        float z_j = 0.0f;
+        out[j] = attention_walk<DH>(j, DH, v_j, fq, fk, z_old, col, 1, z_j);
+        z[j] = z_j;
+      } else {
+        out[j] = attention_column(j, d, v_j, fq, fk, z_old, S, z);
+      }
+    }
     __syncthreads(); // z and the shared rows are read again for r + 1
   }
+  if constexpr (DH > 0)
+    if (active)
+      store_column<DH>(j, col, S);
 }
 
 } // namespace
@@ -72,9 +102,10 @@ void launch_linear_attention(const float *qkv, float *state, float *att, int row
   if (positions) {
     const int dpad = (d_head + 31) / 32 * 32;
     const size_t smem = size_t(3) * d_head * sizeof(float);
-    if (d_head == 32)
-      linear_attention_positions_kernel<32><<<unsigned(n_heads), unsigned(dpad), smem, s>>>(
-          qkv, state, att, rows, layer, n_layers, n_heads, d_head);
+    if (d_head == kRegisterDHead)
+      linear_attention_positions_kernel<kRegisterDHead>
+          <<<unsigned(n_heads), unsigned(dpad), smem, s>>>(qkv, state, att, rows, layer, n_layers,
+                                                           n_heads, d_head);
     else
       linear_attention_positions_kernel<0><<<unsigned(n_heads), unsigned(dpad), smem, s>>>(
           qkv, state, att, rows, layer, n_layers, n_heads, d_head);
@@ -87,8 +118,8 @@ void launch_linear_attention(const float *qkv, float *state, float *att, int row
   const dim3 block(dpad, G);
   const unsigned blocks = unsigned((pairs + G - 1) / G);
   const size_t smem = size_t(G) * 3 * d_head * sizeof(float);
-  if (d_head == 32)
-    linear_attention_kernel<32>
+  if (d_head == kRegisterDHead)
+    linear_attention_kernel<kRegisterDHead>
         <<<blocks, block, smem, s>>>(qkv, state, att, rows, layer, n_layers, n_heads, d_head);
   else
     linear_attention_kernel<0>

@@ -34,43 +34,92 @@ TARNN_HD void attention_load(int j, const float *qkv_row, int A, int h, int d, c
   *v_j = qkv_row[2 * A + c];
 }
 
-// Phase 2, thread j: column j of S (updated in place), z_j, and a_j.
-TARNN_HD float attention_column(int j, int d, float v_j, const float *fq, const float *fk,
-                                const float *z_old, float *S, float *z) {
-  float num = 0.0f, den = 0.0f, z_j = 0.0f;
+// Phase 2, thread j, over column j of S wherever it lives: col[i * stride] is S[i][j] (the state
+// itself, stride d, or the thread's registers, stride 1), updated in place; returns a_j and sets
+// z_j. D > 0: d known at compile time, so the GPU unrolls the walk and `col` can be registers.
+template <int D>
+TARNN_HD float attention_walk(int j, int d_runtime, float v_j, const float *fq, const float *fk,
+                              const float *z_old, float *col, int stride, float &z_j) {
+  const int d = D > 0 ? D : d_runtime;
+  float num = 0.0f, den = 0.0f;
 #ifdef __CUDA_ARCH__
-#pragma unroll 8
+#pragma unroll
 #endif
   for (int i = 0; i < d; ++i) {
     float z_i = z_old[i]; // every thread forms the same denominator, in the same order
     normaliser_cell(z_i, fk[i], fq[i], den);
     if (i == j)
       z_j = z_i;
-    float s = S[size_t(i) * d + j];
-    state_cell(s, fk[i], v_j, fq[i], num);
-    S[size_t(i) * d + j] = s;
+    state_cell(col[i * stride], fk[i], v_j, fq[i], num);
   }
-  z[j] = z_j;
   return attention_out(num, den);
 }
 
+// Phase 2 on the state in memory: column j of S updated in place, z_j, and a_j.
+TARNN_HD float attention_column(int j, int d, float v_j, const float *fq, const float *fk,
+                                const float *z_old, float *S, float *z) {
+  float z_j = 0.0f;
+  const float a = attention_walk<0>(j, d, v_j, fq, fk, z_old, S + j, d, z_j);
+  z[j] = z_j;
+  return a;
+}
+
+// Column j of S into `s` and back: with D known, the GPU loads the column into registers at
+// entry, before phase 1 waits on q, k and v, so the state's DRAM latency overlaps theirs (each
+// load instruction of a warp reads one whole 128-byte row of S), and stores it once at the end.
+template <int D> TARNN_HD void load_column(int j, const float *S, float (&s)[D]) {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+  for (int i = 0; i < D; ++i)
+    s[i] = S[size_t(i) * D + j];
+}
+template <int D> TARNN_HD void store_column(int j, const float (&s)[D], float *S) {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+  for (int i = 0; i < D; ++i)
+    S[size_t(i) * D + j] = s[i];
+}
+
+// The paper's d_head: the kernels keep the column in registers for this size.
+constexpr int kRegisterDHead = 32;
+
 // CPU twin: qkv [rows, 3A], state for all layers, att [rows, A] for layer `layer`. With
 // `positions` the rows are consecutive positions of one image, walked in order through image 0's
-// state (the GPU's positions kernel: one block per head, a loop over the rows).
+// state (the GPU's positions kernel: one block per head, a loop over the rows). For d =
+// kRegisterDHead it runs the kernels' register path: every column loaded first, then phase 1,
+// the walk over the copies, the columns stored back (once per row here; the positions kernel
+// keeps them over all its rows, the same values).
 inline void linear_attention_cpu(const float *qkv, float *state, float *att, int rows, int layer,
                                  int n_layers, int n_heads, int d, bool positions = false) {
+  constexpr int R = kRegisterDHead;
   const int A = n_heads * d;
   std::vector<float> fq(d), fk(d), z_old(d), v(d);
+  struct Column {
+    float s[R];
+  };
+  std::vector<Column> cols(d == R ? R : 0);
   for (int r = 0; r < rows; ++r)
     for (int h = 0; h < n_heads; ++h) {
       float *S = state + state_block_offset(positions ? 0 : r, layer, h, n_layers, n_heads, d);
       float *z = S + size_t(d) * d;
+      for (size_t j = 0; j < cols.size(); ++j)
+        load_column<R>(int(j), S, cols[j].s);
       for (int j = 0; j < d; ++j)
         attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq.data(), fk.data(), z_old.data(),
                        &v[j]);
-      for (int j = 0; j < d; ++j)
-        att[size_t(r) * A + h * d + j] =
-            attention_column(j, d, v[j], fq.data(), fk.data(), z_old.data(), S, z);
+      float *out = att + size_t(r) * A + h * d;
+      if (d != R) {
+        for (int j = 0; j < d; ++j)
+          out[j] = attention_column(j, d, v[j], fq.data(), fk.data(), z_old.data(), S, z);
+        continue;
+      }
+      for (int j = 0; j < R; ++j) {
+        out[j] =
+            attention_walk<R>(j, R, v[j], fq.data(), fk.data(), z_old.data(), cols[j].s, 1, z[j]);
+        store_column<R>(j, cols[j].s, S);
+      }
     }
 }
 

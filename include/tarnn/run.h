@@ -28,7 +28,7 @@ struct RunOptions {
   bool tf32 = false;      // cuda: TF32 tensor cores in the GEMMs (faster, further from fp32)
   bool reference = false; // cpu: the plain reference GEMM instead of the fast one (tests)
   bool graph = true;      // cuda: replay each step as a CUDA graph (false: plain launches)
-  bool prefill = true;    // cpu: known leading bytes in the parallel form (false: step by
+  bool prefill = true;    // known leading bytes in the parallel form (false: step by
                           // step; the same bits, slower; for tests and comparisons)
 };
 

@@ -91,7 +91,7 @@ void add_run_options(CLI::App *cmd, RunOptions &run) {
       ->capture_default_str();
   cmd->add_flag("--tf32", run.tf32, "cuda: the same as --precision tf32");
   cmd->add_flag("--no-prefill{false}", run.prefill,
-                "cpu: feed the known leading bytes step by step instead of all at once (the same "
+                "feed the known leading bytes step by step instead of all at once (the same "
                 "bits, slower: for comparisons)");
 }
 

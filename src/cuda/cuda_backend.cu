@@ -416,10 +416,9 @@ public:
                                  free_memory(), gpu_.name);
     DeviceBatch mem(c, batch);
     const bool bf16 = options_.precision == "bf16";
-    // the prefill (core/prefill.h) on the GPU: written without one at hand, so only on request
-    // (TARNN_CUDA_PREFILL=1) until a GPU run has shown it gives the steps' bytes
-    const char *want_prefill = std::getenv("TARNN_CUDA_PREFILL");
-    const bool prefill = options_.prefill && want_prefill && std::string(want_prefill) == "1";
+    // the known leading bytes as rows of one pass (core/prefill.h), as on the CPU; --no-prefill:
+    // step by step (CudaPrefill.CompletionsAsStepByStep compares the two on a GPU)
+    const bool prefill = options_.prefill;
     const int pre_rows = prefill ? std::min(kPrefillRows, c.positions()) : 0;
     DeviceBlock x16(bf16 ? size_t(std::max(batch, pre_rows)) * widest_input(c) * 2 : 0,
                     "bf16 GEMM inputs");

@@ -275,8 +275,8 @@ TEST(CudaBf16, ScoresAsTheCpuBf16AndTheSameImagesForAnyBatch) {
   EXPECT_EQ(run_on(o5, mnist(), 12, 9).images, all.images);
 }
 
-// The GPU's prefill (TARNN_CUDA_PREFILL=1 until this test has passed on a GPU): completions of
-// the top half, prefilled, against the same run step by step. Each GEMM runs one algorithm for
+// The GPU's prefill (on by default, written without a GPU: this test is its proof): completions
+// of the top half, prefilled, against the same run step by step. Each GEMM runs one algorithm for
 // every row count (gemm.h) and the positions kernels are the step kernels' arithmetic, so the
 // states should be the steps'; but the prefill scores the known bytes and draws the first
 // unknown one on the host (core/prefill.h), with the host's expf and logf where the steps use
@@ -289,11 +289,9 @@ TEST(CudaPrefill, CompletionsAsStepByStep) {
   const std::vector<uint8_t> known = top_halves(m.config, n);
   RunOptions steps = on("cuda", 3), prefilled = on("cuda", 3);
   steps.prefill = false;
-  setenv("TARNN_CUDA_PREFILL", "1", 1);
   const auto t0 = std::chrono::steady_clock::now();
   const Outcome a = run_on(prefilled, m, n, 4, images.data(), known.data());
   const double s_pre = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  unsetenv("TARNN_CUDA_PREFILL");
   const Outcome b = run_on(steps, m, n, 4, images.data(), known.data());
   std::printf("prefilled %.4f s; bytes identical to step by step: %.6f\n", s_pre,
               identical_fraction(a.images, b.images));

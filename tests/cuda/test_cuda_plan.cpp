@@ -164,6 +164,30 @@ TEST(CudaTwins, AttentionPhasesAreTheCpuStep) {
   }
 }
 
+// The positions form (a prefill): the rows are consecutive positions of one image, walked in
+// order through image 0's state, as linear_attention_step walks them one by one. d = 32 takes
+// the kernels' register path (the column held over all the rows), 6 and 33 the memory path.
+TEST(CudaTwins, AttentionPositionsAreTheCpuSteps) {
+  for (int d : {6, 32, 33}) {
+    const int rows = 5, heads = 2, layers = 2, A = heads * d;
+    std::vector<float> qkv(size_t(rows) * 3 * A);
+    for (size_t i = 0; i < qkv.size(); ++i)
+      qkv[i] = std::cos(0.41f * float(i)) * 1.5f;
+    const size_t n = state_block_offset(1, 0, 0, layers, heads, d);
+    std::vector<float> S1(n, 0.25f), S2(n, 0.25f), att1(size_t(rows) * A), att2(size_t(rows) * A);
+    linear_attention_cpu(qkv.data(), S1.data(), att1.data(), rows, 1, layers, heads, d, true);
+    for (int r = 0; r < rows; ++r)
+      for (int h = 0; h < heads; ++h) {
+        const float *q = &qkv[size_t(r) * 3 * A];
+        float *S = &S2[state_block_offset(0, 1, h, layers, heads, d)];
+        linear_attention_step(q + h * d, q + A + h * d, q + 2 * A + h * d, S, S + d * d,
+                              &att2[size_t(r) * A + h * d], d);
+      }
+    ASSERT_EQ(att1, att2) << "d_head " << d;
+    ASSERT_EQ(S1, S2) << "d_head " << d;
+  }
+}
+
 TEST(CudaTwins, PlanSamplesAsTheCpuBackend) {
   const Model m = load_model(small_golden());
   // 7 images in chunks of 3, 3, 1 (a tail shape), starting at RNG index 5
