@@ -68,19 +68,20 @@ __attribute__((target("avx512f"))) inline void phi_avx512(const float *u, float 
 }
 #pragma GCC diagnostic pop
 
-// The attention of every row and head of one layer: phi of the row's q and k (A wide each) first,
-// then linear_attention_update per head. one_state: the rows are consecutive positions of ONE
-// image (core/prefill.h), walked in row order through one state; else each row is an image with
-// its own. kAvx512: phi 16 lanes at a time (phi_avx512), else element by element.
+// The attention of every row and of heads [h0, h1) of one layer: phi of the row's q and k (A wide
+// each) first, then linear_attention_update per head. one_state: the rows are consecutive
+// positions of ONE image (core/prefill.h), walked in row order through one state; else each row is
+// an image with its own. Heads are independent: any split of them gives the same bits. kAvx512:
+// phi 16 lanes at a time (phi_avx512), else element by element.
 template <bool kAvx512>
 __attribute__((always_inline)) inline void
 attention_body(const float *qkv, float *state, float *att, int rows, int layer, int n_layers,
-               int n_heads, int d, bool one_state) {
+               int n_heads, int d, bool one_state, int h0, int h1) {
   const int A = n_heads * d;
   float fq[kMaxHeadDim], fk[kMaxHeadDim]; // phi of one head's q and k: no allocation per step
   for (int r = 0; r < rows; ++r) {
     const float *q = qkv + size_t(r) * 3 * A; // [q | k | v], A wide each
-    for (int h = 0; h < n_heads; ++h) {
+    for (int h = h0; h < h1; ++h) {
       if constexpr (kAvx512) {
         phi_avx512(q + h * d, fq, d);
         phi_avx512(q + A + h * d, fk, d);
@@ -107,18 +108,20 @@ attention_body(const float *qkv, float *state, float *att, int rows, int layer, 
 }
 
 void attention_portable(const float *qkv, float *state, float *att, int rows, int layer,
-                        int n_layers, int n_heads, int d, bool one_state) {
-  attention_body<false>(qkv, state, att, rows, layer, n_layers, n_heads, d, one_state);
+                        int n_layers, int n_heads, int d, bool one_state, int h0, int h1) {
+  attention_body<false>(qkv, state, att, rows, layer, n_layers, n_heads, d, one_state, h0, h1);
 }
 __attribute__((target("avx2,fma"))) void attention_avx2(const float *qkv, float *state, float *att,
                                                         int rows, int layer, int n_layers,
-                                                        int n_heads, int d, bool one_state) {
-  attention_body<false>(qkv, state, att, rows, layer, n_layers, n_heads, d, one_state);
+                                                        int n_heads, int d, bool one_state, int h0,
+                                                        int h1) {
+  attention_body<false>(qkv, state, att, rows, layer, n_layers, n_heads, d, one_state, h0, h1);
 }
 __attribute__((target("avx512f"))) void attention_avx512(const float *qkv, float *state, float *att,
                                                          int rows, int layer, int n_layers,
-                                                         int n_heads, int d, bool one_state) {
-  attention_body<true>(qkv, state, att, rows, layer, n_layers, n_heads, d, one_state);
+                                                         int n_heads, int d, bool one_state, int h0,
+                                                         int h1) {
+  attention_body<true>(qkv, state, att, rows, layer, n_layers, n_heads, d, one_state, h0, h1);
 }
 
 #pragma GCC diagnostic push // as above
@@ -225,23 +228,42 @@ layernorm_rows_avx512(float *x, const float *y, const float *w, const float *b, 
 void linear_attention_rows(const float *qkv, float *state, float *att, int rows, int layer,
                            const Config &c) {
   static const auto run = cpu_pick(&attention_avx512, &attention_avx2, &attention_portable);
-  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head, false);
+  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head, false, 0, c.n_heads);
 }
 
 void linear_attention_positions(const float *qkv, float *state, float *att, int rows, int layer,
-                                const Config &c) {
+                                const Config &c, int h0, int h1) {
   static const auto run = cpu_pick(&attention_avx512, &attention_avx2, &attention_portable);
-  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head, true);
+  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head, true, h0, h1);
+}
+
+// A prefill's ops split their work over the team where there is enough of it: the GEMMs and
+// LayerNorms by rows (at least 16 a thread), the attention walk by heads (each head's state is its
+// own). Every row and head is computed as on one thread: the same bits for any team.
+template <class F> void PrefillOps::split(int items, int least, F &&f) {
+  const int n = team_ ? std::min(team_->size(), items / least) : 1;
+  if (n <= 1)
+    return f(0, items);
+  team_->run([&](int i) { f(items * i / n, items * (i + 1) / n); });
 }
 
 void PrefillOps::linear(const CpuLinear &l, const float *x, float *y, int rows, Act act) {
-  if (!team_ || rows / 16 < team_->size()) // at least 16 rows a thread, or one thread
-    return CpuLinearOps<PrefillOps>::linear(l, x, y, rows, act);
-  const int n = team_->size();
-  team_->run([&](int i) {
-    const int first = rows * i / n, last = rows * (i + 1) / n;
+  split(rows, 16, [&](int first, int last) {
     CpuLinearOps<PrefillOps>::linear(l, x + size_t(first) * l.in, y + size_t(first) * l.out,
                                      last - first, act);
+  });
+}
+
+void PrefillOps::attention(int layer, int rows) {
+  split(c_.n_heads, 1, [&](int h0, int h1) {
+    linear_attention_positions(b_.qkv, b_.state, b_.att, rows, layer, c_, h0, h1);
+  });
+}
+
+void PrefillOps::add_norm(float *x, const float *y, NormView n, int rows) { // y null: no residual
+  split(rows, 16, [&](int first, int last) {
+    const size_t at = size_t(first) * c_.d_model;
+    residual_layernorm_rows(x + at, y ? y + at : nullptr, n.w, n.b, last - first, c_.d_model);
   });
 }
 

@@ -72,25 +72,28 @@ public:
 // The same recurrence with rows that are consecutive positions of one image (core/prefill.h): the
 // attention walks the rows in order through the one state of buffers(), so each row's result is
 // the step's at that position, bit for bit.
+// Heads [h0, h1) only: the heads are independent, so a team may split them.
 void linear_attention_positions(const float *qkv, float *state, float *att, int rows, int layer,
-                                const Config &c);
+                                const Config &c, int h0, int h1);
 
 class WorkerTeam;
 
 class PrefillOps : public CpuLinearOps<PrefillOps> {
 public:
-  // `team` (may be null): each GEMM's rows split over its threads (a job of fewer images than the
-  // engine's threads leaves them free); the rows do not depend on each other: the same bits.
+  // `team` (may be null): the GEMMs' and LayerNorms' rows and the attention's heads split over its
+  // threads (a job of fewer images than the engine's threads leaves them free); rows and heads do
+  // not depend on each other: the same bits.
   PrefillOps(const Config &c, const ModelView<CpuLinear> &w, const StepBuffers &b, bool reference,
              WorkerTeam *team = nullptr)
       : CpuLinearOps<PrefillOps>(c, w, b, reference), team_(team) {}
   void linear(const CpuLinear &l, const float *x, float *y, int rows, Act act);
   void embed(const ModelView<CpuLinear> &w, int rows) { embed_positions(w, rows); }
-  void attention(int layer, int rows) {
-    linear_attention_positions(b_.qkv, b_.state, b_.att, rows, layer, c_);
-  }
+  void attention(int layer, int rows);
+  void add_norm(float *x, const float *y, NormView n, int rows);
 
 private:
+  // f(first, last) over [0, items) in one slice per thread, at least `least` items a slice
+  template <class F> void split(int items, int least, F &&f);
   WorkerTeam *team_;
 };
 

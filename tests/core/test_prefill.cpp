@@ -8,6 +8,7 @@
 #include "src/core/prefill.h"
 #include "src/cpu/cpu_ops.h"
 #include "src/cpu/decoder.h"
+#include "src/cpu/threads.h"
 #include "tarnn/tarnn.h"
 #include "test_util.h"
 
@@ -55,11 +56,16 @@ TEST(Prefill, StateAfterTheKnownHalfIsTheSteppedState) {
   const BatchLayout layout = batch_layout(c, 128, 1);
   std::vector<double> memory(layout.total / 8 + 1);
   const StepBuffers b = step_buffers(memory.data(), layout);
-  PrefillOps pre(c, w.view(), b, false);
-  std::vector<float> last;
-  prefill_one(pre, c, img.image(0), P, last);
-  EXPECT_EQ(0, std::memcmp(b.state, stepped.buffers().state, size_t(c.state_bytes_per_image())));
-  EXPECT_EQ(0, std::memcmp(last.data(), o.data(), o.size() * 4)); // o_{P-1}
+  // on one thread, and on teams of 2 and 3 (GEMM and LayerNorm rows, attention heads split)
+  for (int threads : {1, 2, 3}) {
+    WorkerTeam team(threads);
+    PrefillOps pre(c, w.view(), b, false, threads > 1 ? &team : nullptr);
+    std::vector<float> last;
+    prefill_one(pre, c, img.image(0), P, last);
+    EXPECT_EQ(0, std::memcmp(b.state, stepped.buffers().state, size_t(c.state_bytes_per_image())))
+        << threads << " threads";
+    EXPECT_EQ(0, std::memcmp(last.data(), o.data(), o.size() * 4)) << threads; // o_{P-1}
+  }
 }
 
 TEST(Prefill, ScoresAsTheStepsDo) {
