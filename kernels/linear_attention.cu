@@ -39,15 +39,9 @@ __global__ void linear_attention_kernel(const float *qkv, float *state, float *a
   __syncthreads(); // every thread reaches it: inactive ones only skip the work
   if (!active)
     return;
-  float *out = att + size_t(r) * A + h * d;
-  if constexpr (DH > 0) {
-    float z_j = 0.0f;
-    out[j] = attention_walk<DH>(j, DH, v_j, fq, fk, z_old, col, 1, z_j);
-    z[j] = z_j;
+  att[size_t(r) * A + h * d + j] = attention_phase2<DH>(j, d, v_j, fq, fk, z_old, col, S, z);
+  if constexpr (DH > 0)
     store_column<DH>(j, col, S);
-  } else {
-    out[j] = attention_column(j, d, v_j, fq, fk, z_old, S, z);
-  }
 }
 
 // The rows are consecutive positions of one image (a prefill): one block per head, thread j
@@ -75,16 +69,8 @@ __global__ void linear_attention_positions_kernel(const float *qkv, float *state
     if (active)
       attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq, fk, z_old, &v_j);
     __syncthreads();
-    if (active) {
-      float *out = att + size_t(r) * A + h * d;
-      if constexpr (DH > 0) {
-        float z_j = 0.0f;
-        out[j] = attention_walk<DH>(j, DH, v_j, fq, fk, z_old, col, 1, z_j);
-        z[j] = z_j;
-      } else {
-        out[j] = attention_column(j, d, v_j, fq, fk, z_old, S, z);
-      }
-    }
+    if (active)
+      att[size_t(r) * A + h * d + j] = attention_phase2<DH>(j, d, v_j, fq, fk, z_old, col, S, z);
     __syncthreads(); // z and the shared rows are read again for r + 1
   }
   if constexpr (DH > 0)

@@ -85,6 +85,21 @@ template <int D> TARNN_HD void store_column(int j, const float (&s)[D], float *S
 // The paper's d_head: the kernels keep the column in registers for this size.
 constexpr int kRegisterDHead = 32;
 
+// Phase 2 as the kernels run it, setting z[j] and returning a_j: D > 0, on the column in `col`
+// (registers; store_column writes it back), else on S in memory (`col` unused).
+template <int D>
+TARNN_HD float attention_phase2(int j, int d, float v_j, const float *fq, const float *fk,
+                                const float *z_old, float *col, float *S, float *z) {
+  if constexpr (D > 0) {
+    float z_j = 0.0f;
+    const float a = attention_walk<D>(j, D, v_j, fq, fk, z_old, col, 1, z_j);
+    z[j] = z_j;
+    return a;
+  } else {
+    return attention_column(j, d, v_j, fq, fk, z_old, S, z);
+  }
+}
+
 // CPU twin: qkv [rows, 3A], state for all layers, att [rows, A] for layer `layer`. With
 // `positions` the rows are consecutive positions of one image, walked in order through image 0's
 // state (the GPU's positions kernel: one block per head, a loop over the rows). For d =
@@ -110,16 +125,13 @@ inline void linear_attention_cpu(const float *qkv, float *state, float *att, int
         attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq.data(), fk.data(), z_old.data(),
                        &v[j]);
       float *out = att + size_t(r) * A + h * d;
-      if (d != R) {
-        for (int j = 0; j < d; ++j)
-          out[j] = attention_column(j, d, v[j], fq.data(), fk.data(), z_old.data(), S, z);
-        continue;
-      }
-      for (int j = 0; j < R; ++j) {
-        out[j] =
-            attention_walk<R>(j, R, v[j], fq.data(), fk.data(), z_old.data(), cols[j].s, 1, z[j]);
-        store_column<R>(j, cols[j].s, S);
-      }
+      for (int j = 0; j < d; ++j)
+        out[j] = d == R ? attention_phase2<R>(j, d, v[j], fq.data(), fk.data(), z_old.data(),
+                                              cols[size_t(j)].s, S, z)
+                        : attention_phase2<0>(j, d, v[j], fq.data(), fk.data(), z_old.data(),
+                                              nullptr, S, z);
+      for (size_t j = 0; j < cols.size(); ++j)
+        store_column<R>(int(j), cols[j].s, S);
     }
 }
 

@@ -14,12 +14,17 @@ TARNN_HD float residual_in(const float *x, const float *y, size_t at) {
   return y ? x[at] + y[at] : x[at];
 }
 
+// x += y over `count` floats, as residual_in adds them; nothing when y is null.
+inline void add_residual(float *x, const float *y, size_t count) {
+  if (y)
+    for (size_t i = 0; i < count; ++i)
+      x[i] = residual_in(x, y, i);
+}
+
 inline void residual_layernorm_cpu(float *x, const float *y, const float *w, const float *nb,
                                    int rows, int n) {
   constexpr int G = 8;
-  if (y)
-    for (size_t i = 0; i < size_t(rows) * n; ++i)
-      x[i] += y[i];
+  add_residual(x, y, size_t(rows) * n);
   int r = 0;
   for (; r + G <= rows; r += G)
     layernorm_rows<G>(x + size_t(r) * n, w, nb, x + size_t(r) * n, n);

@@ -215,9 +215,7 @@ layernorm_rows_avx512(float *x, const float *y, const float *w, const float *b, 
   if (n % 16 == 0)
     for (; r + 16 <= rows; r += 16) {
       float *xr = x + size_t(r) * n;
-      if (y)
-        for (size_t i = 0; i < size_t(16) * n; ++i)
-          xr[i] += y[size_t(r) * n + i];
+      add_residual(xr, y ? y + size_t(r) * n : nullptr, size_t(16) * n);
       layernorm16_avx512(xr, w, b, n);
     }
   residual_layernorm_cpu(x + size_t(r) * n, y ? y + size_t(r) * n : nullptr, w, b, rows - r, n);

@@ -2,8 +2,8 @@
 // (kernels/*.h) on host memory laid out as on the device, and cuBLAS's place taken by the plain
 // fused multiply-add GEMM, the bias added after it by bias_act as on the GPU. It must reproduce
 // the CPU backend to the bit, which the CPU tests check on machines without a GPU; test_cuda
-// checks each kernel against its twin where there is one. With bf16 the GEMM's input goes through
-// round_bf16's twin first and the products are the CPU's bf16 chain (cuBLASLt's place).
+// checks each kernel against its twin where there is one. With bf16 the products are the CPU's
+// bf16 chain on inputs rounded by bf16_bits (round_bf16 and cuBLASLt's place).
 #pragma once
 
 #include <algorithm>
@@ -11,7 +11,6 @@
 
 #include "../../kernels/bias_act.h"
 #include "../../kernels/linear_attention.h"
-#include "../../kernels/round_bf16.h"
 #include "../core/rollout.h"
 #include "../cpu/gemm.h"
 #include "../cpu/gemm_bf16.h"
@@ -35,14 +34,8 @@ public:
     embedding_cpu(b_.x, w.value_embedding, w.pos, b_.cur, b_.params, rows, c_.d_model, positions_);
   }
   void linear(const TwinLinear &l, const float *x, float *y, int rows, Act act) {
-    if (l.bf16) {
-      x16_.resize(size_t(rows) * l.in);
-      round_bf16_cpu(x, x16_.data(), x16_.size()); // launch_round_bf16
-      rounded_.resize(x16_.size());
-      for (size_t i = 0; i < x16_.size(); ++i)
-        rounded_[i] = from_bf16(x16_[i]);
-      linear_forward_bf16_ref(l.w, nullptr, l.out, l.in, rounded_.data(), l.in, rows, y, l.out,
-                              Act::None); // cuBLASLt on bf16 operands
+    if (l.bf16) { // launch_round_bf16 then cuBLASLt: the reference rounds x and W by bf16_bits too
+      linear_forward_bf16_ref(l.w, nullptr, l.out, l.in, x, l.in, rows, y, l.out, Act::None);
     } else {
       linear_forward_ref(l.w, nullptr, l.out, l.in, x, l.in, rows, y, l.out, Act::None); // cuBLAS
     }
@@ -55,8 +48,6 @@ public:
 
 private:
   bool positions_;
-  std::vector<uint16_t> x16_;
-  std::vector<float> rounded_;
 };
 
 // The CUDA backend's rollout on the CPU, `batch` images at a time; with `prefill`, the known

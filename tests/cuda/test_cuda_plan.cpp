@@ -140,53 +140,42 @@ TEST(CudaPlan, StateBlocksAreContiguousPerImage) {
   EXPECT_EQ(next, size_t(c.state_floats_per_image()) * 4);
 }
 
-// The kernel's two phases, run thread by thread, are linear_attention_step to the bit.
-TEST(CudaTwins, AttentionPhasesAreTheCpuStep) {
-  for (int d : {6, 32, 33}) {
-    const int rows = 3, heads = 2, layers = 2, A = heads * d;
-    std::vector<float> qkv(size_t(rows) * 3 * A);
-    for (size_t i = 0; i < qkv.size(); ++i)
-      qkv[i] = std::sin(0.37f * float(i)) * 2.0f;
-    const size_t n = state_block_offset(rows, 0, 0, layers, heads, d);
-    std::vector<float> S1(n, 0.0f), S2(n, 0.0f), att1(size_t(rows) * A), att2(size_t(rows) * A);
-    for (int step = 0; step < 3; ++step) {
-      linear_attention_cpu(qkv.data(), S1.data(), att1.data(), rows, 1, layers, heads, d);
-      for (int r = 0; r < rows; ++r)
-        for (int h = 0; h < heads; ++h) {
-          const float *q = &qkv[size_t(r) * 3 * A];
-          float *S = &S2[state_block_offset(r, 1, h, layers, heads, d)];
-          linear_attention_step(q + h * d, q + A + h * d, q + 2 * A + h * d, S, S + d * d,
-                                &att2[size_t(r) * A + h * d], d);
-        }
-      ASSERT_EQ(att1, att2) << "d_head " << d << " step " << step;
-      ASSERT_EQ(S1, S2) << "d_head " << d << " step " << step;
-    }
-  }
-}
+// The attention kernels' twin (their phases, run thread by thread) against linear_attention_step
+// row by row, to the bit, over 3 calls: each row an image with its own state (the step kernel),
+// or with `positions` consecutive positions of image 0 walked in order through one state (the
+// prefill's kernel). d = 32 takes the kernels' register path (in the positions kernel the column
+// is held over all the rows), 6 and 33 the memory path.
+namespace {
 
-// The positions form (a prefill): the rows are consecutive positions of one image, walked in
-// order through image 0's state, as linear_attention_step walks them one by one. d = 32 takes
-// the kernels' register path (the column held over all the rows), 6 and 33 the memory path.
-TEST(CudaTwins, AttentionPositionsAreTheCpuSteps) {
+void expect_attention_twin_is_the_step(bool positions) {
   for (int d : {6, 32, 33}) {
     const int rows = 5, heads = 2, layers = 2, A = heads * d;
     std::vector<float> qkv(size_t(rows) * 3 * A);
     for (size_t i = 0; i < qkv.size(); ++i)
-      qkv[i] = std::cos(0.41f * float(i)) * 1.5f;
-    const size_t n = state_block_offset(1, 0, 0, layers, heads, d);
+      qkv[i] = std::sin(0.37f * float(i)) * 2.0f;
+    const size_t n = state_block_offset(positions ? 1 : rows, 0, 0, layers, heads, d);
     std::vector<float> S1(n, 0.25f), S2(n, 0.25f), att1(size_t(rows) * A), att2(size_t(rows) * A);
-    linear_attention_cpu(qkv.data(), S1.data(), att1.data(), rows, 1, layers, heads, d, true);
-    for (int r = 0; r < rows; ++r)
-      for (int h = 0; h < heads; ++h) {
-        const float *q = &qkv[size_t(r) * 3 * A];
-        float *S = &S2[state_block_offset(0, 1, h, layers, heads, d)];
-        linear_attention_step(q + h * d, q + A + h * d, q + 2 * A + h * d, S, S + d * d,
-                              &att2[size_t(r) * A + h * d], d);
-      }
-    ASSERT_EQ(att1, att2) << "d_head " << d;
-    ASSERT_EQ(S1, S2) << "d_head " << d;
+    for (int call = 0; call < 3; ++call) {
+      linear_attention_cpu(qkv.data(), S1.data(), att1.data(), rows, 1, layers, heads, d,
+                           positions);
+      for (int r = 0; r < rows; ++r)
+        for (int h = 0; h < heads; ++h) {
+          const float *q = &qkv[size_t(r) * 3 * A];
+          float *S = &S2[state_block_offset(positions ? 0 : r, 1, h, layers, heads, d)];
+          linear_attention_step(q + h * d, q + A + h * d, q + 2 * A + h * d, S, S + d * d,
+                                &att2[size_t(r) * A + h * d], d);
+        }
+      ASSERT_EQ(att1, att2) << "d_head " << d << " call " << call;
+      ASSERT_EQ(S1, S2) << "d_head " << d << " call " << call;
+    }
   }
 }
+
+} // namespace
+
+TEST(CudaTwins, AttentionPhasesAreTheCpuStep) { expect_attention_twin_is_the_step(false); }
+
+TEST(CudaTwins, AttentionPositionsAreTheCpuSteps) { expect_attention_twin_is_the_step(true); }
 
 TEST(CudaTwins, PlanSamplesAsTheCpuBackend) {
   const Model m = load_model(small_golden());
