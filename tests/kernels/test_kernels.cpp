@@ -441,17 +441,26 @@ std::vector<Case> cases() {
 }
 
 // The largest difference, relative to max(1, |reference|); 1 for any differing byte.
+// got's distance from want relative to |want| (at least 1). Equal values (infinities, NaNs
+// included) are 0 apart, and an infinity or NaN on one side only is infinitely far: the plain
+// difference would be NaN, which std::max passes over, so such a mismatch could never fail.
+double gap(double got, double want) {
+  if (got == want || (std::isnan(got) && std::isnan(want)))
+    return 0.0;
+  if (!std::isfinite(got) || !std::isfinite(want))
+    return INFINITY;
+  return std::fabs(got - want) / std::max(1.0, std::fabs(want));
+}
+
 double max_error(const Outputs &got, const Outputs &want) {
   if (got.f.size() != want.f.size() || got.u.size() != want.u.size() ||
       got.d.size() != want.d.size())
     return INFINITY;
   double worst = got.u == want.u ? 0.0 : 1.0;
-  for (size_t i = 0; i < want.f.size(); ++i) {
-    worst = std::max(worst, std::fabs(double(got.f[i]) - want.f[i]) /
-                                std::max(1.0, std::fabs(double(want.f[i]))));
-  }
+  for (size_t i = 0; i < want.f.size(); ++i)
+    worst = std::max(worst, gap(got.f[i], want.f[i]));
   for (size_t i = 0; i < want.d.size(); ++i)
-    worst = std::max(worst, std::fabs(got.d[i] - want.d[i]) / std::max(1.0, std::fabs(want.d[i])));
+    worst = std::max(worst, gap(got.d[i], want.d[i]));
   return worst;
 }
 
