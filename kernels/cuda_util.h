@@ -1,5 +1,5 @@
 // CUDA-only helpers (included by .cu files): every runtime call checked and turned into a
-// tarnn::Error naming the call, a device array that frees itself, and random test inputs.
+// tarnn::Error naming the call, and a device array that frees itself.
 #pragma once
 
 #include <algorithm>
@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "tarnn/error.h"
-#include "tarnn_math.h"
 
 namespace tarnn {
 
@@ -47,20 +46,5 @@ private:
   T *p_ = nullptr;
   size_t n_;
 };
-
-// Reproducible uniforms in [lo, hi) for the checkers (Philox, stream `stream`).
-inline std::vector<float> random_floats(size_t n, uint32_t stream, float lo, float hi) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i)
-    v[i] = lo + (hi - lo) * uniform01(random_words(0xC0FFEE, i, stream, 1).v[0]);
-  return v;
-}
-
-inline std::vector<uint8_t> random_bytes(size_t n, uint32_t stream) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i)
-    v[i] = uint8_t(random_words(0xB17E5, i, stream, 2).v[0]);
-  return v;
-}
 
 } // namespace tarnn

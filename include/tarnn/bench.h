@@ -28,11 +28,11 @@ struct BenchOptions {
 
 struct BenchResult {
   // what ran
-  std::string model, attention, attention_form, device, cpu, gpu;
+  std::string model, attention, attention_form, cpu, gpu;
+  Device device = Device::Cpu;
+  Precision precision = Precision::Fp32;
   int64_t batch = 0;
   int threads = 0;
-  bool tf32 = false;
-  std::string precision = "fp32"; // RunOptions::precision
   double load_average = -1; // the 1-minute load average at the start (other work skews figures)
   // time
   int positions = 0, steps_measured = 0;

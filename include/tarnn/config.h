@@ -26,11 +26,11 @@ struct Config {
   int half() const { return d_model / 2; }                          // embedding and P width
   int d_attn() const { return n_heads * d_head; }                   // width of q, k, v
   int d_out() const { return 3 * mixtures; }                        // logits | means | scales
-  // S (d_head^2) and z (d_head) per layer and head: constant in the position (fp32).
-  int64_t state_floats_per_image() const {
+  // S (d_head^2) and z (d_head) per layer and head: constant in the position. Their bytes depend
+  // on the state's format: numerics.h, state_bytes_per_image.
+  int64_t state_elements_per_image() const {
     return int64_t(n_layers) * n_heads * (int64_t(d_head) * d_head + d_head);
   }
-  int64_t state_bytes_per_image() const { return state_floats_per_image() * 4; }
   int64_t parameter_count() const; // the stored positional table included, as the paper counts
 
   static Config mnist();                                 // the paper's MNIST model

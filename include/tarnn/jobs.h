@@ -20,9 +20,6 @@ constexpr int64_t kMaxSampleImages = 10'000'000;
 ImageSet sample_images(Engine &engine, int64_t n, uint64_t seed, int64_t first = 0,
                        const Progress &progress = nullptr, int64_t batch = 0);
 
-// The host memory of the state of a run of `count` images: for check_memory.
-double state_bytes(const Engine &engine, int64_t count);
-
 // Teacher-forced bits/dim of each image: -sum_t log p(p_{t+1}) / (L ln 2) (docs/SPEC.md section 2).
 std::vector<double> score_images(Engine &engine, const ImageSet &images,
                                  const Progress &progress = nullptr);

@@ -8,28 +8,24 @@
 #include <string>
 
 #include "model.h"
+#include "numerics.h"
 
 namespace tarnn {
 
 // Called on the calling thread, a few times a second: positions done over all images, of total.
 using Progress = std::function<void(int64_t done, int64_t total)>;
 
-// What a run may choose, with every default resolved by resolve_run_options.
+// What a run may choose, with every default resolved by resolve_run_options. The numerics are
+// types (numerics.h): the command, the Python module and the server parse their strings into them.
 struct RunOptions {
-  std::string device = "cpu"; // "cpu" or "cuda"
-  int64_t batch = 0;          // images whose state is in memory at once; 0: the device's default
-                              // (256 on the CPU, as many as fit on the GPU)
-  int threads = 0;            // CPU threads, each stepping its share of the images; 0: every core
-  // The GEMMs' arithmetic: "fp32" (the exact reference), "bf16" (weights and GEMM inputs rounded
-  // to bfloat16, products summed in fp32: AVX512_BF16 on the CPU, tensor cores on CUDA; the
-  // state, phi, LayerNorm, the mixture and the sampler stay fp32) or "tf32" (cuda: TF32 tensor
-  // cores). resolve_run_options sets tf32.
-  std::string precision = "fp32";
-  bool tf32 = false;      // cuda: TF32 tensor cores in the GEMMs (faster, further from fp32)
-  bool reference = false; // cpu: the plain reference GEMM instead of the fast one (tests)
-  bool graph = true;      // cuda: replay each step as a CUDA graph (false: plain launches)
-  bool prefill = true;    // known leading bytes in the parallel form (false: step by
-                          // step; the same bits, slower; for tests and comparisons)
+  Device device = Device::Cpu;
+  int64_t batch = 0; // images whose state is in memory at once; 0: the device's default
+                     // (256 on the CPU, as many as fit on the GPU)
+  int threads = 0;   // CPU threads, each stepping its share of the images; 0: every core
+  Precision precision = Precision::Fp32; // the GEMMs' arithmetic (numerics.h)
+  StateFormat state = StateFormat::Fp32; // how S and z are stored between positions
+  bool prefill = true; // known leading bytes in the parallel form (false: step by step; the
+                       // same bits, slower: `--no-prefill`, for comparisons)
 };
 
 constexpr int64_t kDefaultCpuBatch = 256;
@@ -87,7 +83,8 @@ struct RunInfo {
   double peak_bandwidth = 0; // cuda: bytes/s of device memory, 0 if unknown
 };
 
-class Backend; // src/core/backend.h: what each device implements
+class Backend; // src/model/backend.h: what each device implements
+struct Knobs;  // src/model/backend.h: switches for tests and comparisons, not part of the API
 
 class Engine {
 public:
@@ -107,10 +104,20 @@ public:
   // batch was left to the device).
   int64_t batch_for(int64_t count) const;
 
+  // The bytes of state a run of `count` images holds in this machine's memory (0 where the
+  // device keeps it in its own): what check_memory must count.
+  double host_state_bytes(int64_t count) const;
+
   // Runs the job; exceptions from workers or the device surface here as Error.
   RunInfo run(const Rollout &job, const Progress &progress = nullptr);
 
+  // The device's backend, for the library's own tools (the benchmark's timed steps).
+  Backend &backend() { return *backend_; }
+
 private:
+  friend Engine engine_with(Model model, const RunOptions &options, const Knobs &knobs);
+  Engine(Model model, const RunOptions &options, const Knobs &knobs);
+
   std::unique_ptr<const Model> model_; // a fixed address: the backend points into its weights
   RunOptions options_;
   std::unique_ptr<Backend> backend_;

@@ -12,5 +12,7 @@
 #include "io.h"
 #include "jobs.h"
 #include "model.h"
+#include "numerics.h"
+#include "outputs.h"
 #include "run.h"
 #include "version.h"

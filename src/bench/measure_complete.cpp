@@ -1,8 +1,9 @@
-// bench --complete: the paper's Figure 3 timed with the known half prefilled (core/prefill.h) and
+// bench --complete: the paper's Figure 3 timed with the known half prefilled (model/prefill.h) and
 // step by step, and the time to the first sampled pixel of one image, both ways. The images are
 // noise of the model's size: the time does not depend on the values.
 #include <chrono>
 
+#include "../base/util.h"
 #include "forms.h"
 #include "tarnn/error.h"
 #include "tarnn/jobs.h"
@@ -14,7 +15,7 @@ namespace {
 double seconds_of(const std::function<void()> &f) {
   const auto t0 = std::chrono::steady_clock::now();
   f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return seconds_since(t0);
 }
 
 } // namespace
@@ -73,7 +74,7 @@ BenchResult measure_complete(const BenchOptions &o) {
   r.attention = "linear";
   r.attention_form = "completion (Figure 3): the top half known";
   r.device = o.run.device;
-  r.precision = o.run.tf32 ? "tf32" : o.run.precision;
+  r.precision = with.options().precision;
   r.cpu = with.device();
   r.batch = with.options().batch;
   r.threads = with.options().threads;
@@ -85,8 +86,8 @@ BenchResult measure_complete(const BenchOptions &o) {
   r.completions_per_second_stepwise = n / best_slow;
   r.first_pixel_seconds = ttf_fast;
   r.first_pixel_seconds_stepwise = ttf_slow;
-  r.state_bytes_per_image = c.state_bytes_per_image();
-  r.memory_bytes_per_image = c.state_bytes_per_image();
+  r.state_bytes_per_image = state_bytes_per_image(c, with.options().state);
+  r.memory_bytes_per_image = r.state_bytes_per_image;
   return r;
 }
 

@@ -31,7 +31,7 @@ std::string cpu_text(const BenchResult &r) {
   std::string s = line("%s, %s, batch %lld, %d threads, %s, %s GEMMs (load average %.2f at the "
                        "start)\n",
                        r.model.c_str(), r.attention_form.c_str(), static_cast<long long>(r.batch),
-                       r.threads, r.cpu.c_str(), r.precision.c_str(), r.load_average);
+                       r.threads, r.cpu.c_str(), name(r.precision), r.load_average);
   s += "  images/s          " + fmt("%.4g", r.images_per_second) +
        (r.extrapolated ? "  [" + r.extrapolation + "]" : "  [all positions measured]") + "\n";
   s += line("  full length       %.4g s for %lld images (mean %.4g ms per step)\n",
@@ -59,8 +59,8 @@ std::string cuda_text(const BenchResult &r) {
       line("%s, %s attention, batch %lld, %s%s: %.2f images/s (%.3f ms/step, %.1f "
            "GFLOP/s, state traffic %.1f GB/s",
            r.model.c_str(), r.attention.c_str(), static_cast<long long>(r.batch), r.gpu.c_str(),
-           r.tf32 ? ", TF32" : "", r.images_per_second, r.seconds_measured / r.steps_measured * 1e3,
-           r.gflops_achieved, r.state_traffic / 1e9);
+           r.precision == Precision::Tf32 ? ", TF32" : "", r.images_per_second,
+           r.seconds_measured / r.steps_measured * 1e3, r.gflops_achieved, r.state_traffic / 1e9);
   if (r.peak_bandwidth > 0)
     s += line(" = %.0f%% of the %.0f GB/s peak, which bounds it at %.0f images/s",
               100 * r.state_traffic / r.peak_bandwidth, r.peak_bandwidth / 1e9,
@@ -77,7 +77,7 @@ std::string cuda_text(const BenchResult &r) {
 std::string complete_text(const BenchResult &r) {
   return line("%s, %s, %d images x %d samples, %d of %d positions known, batch %lld, %s (load "
               "average %.2f at the start)\n",
-              r.model.c_str(), r.device.c_str(), r.images, r.samples, r.known_bytes, r.positions,
+              r.model.c_str(), name(r.device), r.images, r.samples, r.known_bytes, r.positions,
               static_cast<long long>(r.batch), r.cpu.c_str(), r.load_average) +
          line("  completions/s     %.4g prefilled, %.4g step by step: %.2fx\n",
               r.completions_per_second, r.completions_per_second_stepwise,
@@ -91,7 +91,7 @@ std::string complete_text(const BenchResult &r) {
 std::string bench_text(const BenchResult &r) {
   if (r.images > 0)
     return complete_text(r);
-  return r.device == "cuda" ? cuda_text(r) : cpu_text(r);
+  return r.device == Device::Cuda ? cuda_text(r) : cpu_text(r);
 }
 
 std::string bench_json(const BenchResult &r) {
@@ -104,8 +104,8 @@ std::string bench_json(const BenchResult &r) {
             {"tarnn_version", version()},
             {"git_commit", git_commit()},
             {"time", when},
-            {"device", r.device},
-            {"precision", r.precision},
+            {"device", name(r.device)},
+            {"precision", name(r.precision)},
             {"model", r.model},
             {"attention", r.attention},
             {"attention_form", r.attention_form},
@@ -133,9 +133,9 @@ std::string bench_json(const BenchResult &r) {
                      {"first_pixel_seconds", r.first_pixel_seconds},
                      {"first_pixel_seconds_stepwise", r.first_pixel_seconds_stepwise}};
     j["machine"] = {{"cpu", r.cpu}, {"threads", r.threads}, {"load_average", r.load_average}};
-  } else if (r.device == "cuda") {
+  } else if (r.device == Device::Cuda) {
     j["machine"] = {{"cpu", r.cpu}, {"gpu", r.gpu}, {"load_average", r.load_average}};
-    j["tf32"] = r.tf32;
+    j["tf32"] = r.precision == Precision::Tf32;
     j["seconds_setup"] = r.seconds_setup;
     j["state_traffic_bytes_per_second"] = r.state_traffic;
     j["peak_bandwidth_bytes_per_second"] = r.peak_bandwidth;

@@ -10,10 +10,12 @@ namespace {
 
 struct BenchArgs {
   BenchOptions bench;
+  RunArgs run;
   Report report;
 };
 
 int run_bench_command(BenchArgs a) {
+  a.bench.run = a.run.options();
   if (!a.report.json_file.empty())
     check_output_file(a.report.json_file);
   if (!a.bench.model.empty())
@@ -51,7 +53,7 @@ Command add_bench(CLI::App &app) {
                 "by step, and the time to the first sampled pixel");
   add_number<int>(cmd, "--images", b.images, "--complete: images to complete", 1, 100000);
   add_number<int>(cmd, "--samples", b.samples, "--complete: completions per image", 1, 64);
-  add_run_options(cmd, b.run);
+  add_run_options(cmd, a->run);
   add_number<int>(cmd, "--steps", b.steps,
                   "time N positions and extrapolate to all (0: all); linear: the first N, "
                   "softmax: N spread over the image, interpolated",

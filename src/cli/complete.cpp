@@ -10,7 +10,7 @@ namespace {
 
 struct CompleteArgs {
   std::string model;
-  RunOptions run;
+  RunArgs run;
   std::string images;
   std::optional<std::string> index; // unset: the first 16 images (or all, if fewer)
   MaskSpec mask;
@@ -27,7 +27,7 @@ int run_complete(const CompleteArgs &a) {
     throw Error("--samples must be in [1, " + std::to_string(kMaxSamples) + "] (got " +
                 std::to_string(a.samples) + ")");
   const std::string model = find_model(a.model);
-  Engine engine(load_model(model), a.run);
+  Engine engine(load_model(model), a.run.options());
   const Config &c = engine.config();
   const ImageSet images = read_images(a.images, c);
   const std::vector<int64_t> index = parse_index_list(
@@ -38,9 +38,12 @@ int run_complete(const CompleteArgs &a) {
   if (n * a.samples > kMaxCompletions)
     throw Error(std::to_string(n) + " images x " + std::to_string(a.samples) + " samples is over " +
                 std::to_string(kMaxCompletions) + " completions: split the job with --index");
-  check_output_file(a.out); // every output checked before any work
+  check_output_file(a.out);        // every output checked before any work
+  std::unique_ptr<ImageSink> each; // --out-dir: completion k of image index[i] as INDEX-K.png
   if (!a.out_dir.empty())
-    make_output_folder(a.out_dir);
+    each = png_folder_sink(a.out_dir, c.height, c.width, c.channels, [&](int64_t i) {
+      return completion_png_name(index[size_t(i / a.samples)], int(i % a.samples));
+    });
   if (!a.report.json_file.empty())
     check_output_file(a.report.json_file);
   const auto t0 = std::chrono::steady_clock::now();
@@ -54,17 +57,10 @@ int run_complete(const CompleteArgs &a) {
     return 128 + i.signal;
   }
   const double secs = seconds_since(t0);
-  for (int64_t i = 0; !a.out_dir.empty() && i < n; ++i)
-    for (int k = 0; k < a.samples; ++k) {
-      char name[64];
-      std::snprintf(name, sizeof name, "/%08lld-%02d.png", static_cast<long long>(index[i]), k);
-      write_png(a.out_dir + name, c.width, c.height, c.channels, done.image(i * a.samples + k));
-    }
+  if (each)
+    each->add(done);
   // The grid last: when it exists, the whole run succeeded.
-  const ImageSet grid = completion_grid(images, index, known, done, a.samples);
-  const ImageSet big =
-      scale_image(grid, a.scale > 0 ? a.scale : grid_scale(grid.width, grid.height));
-  write_png(a.out, big.width, big.height, big.channels, big.bytes.data());
+  write_grid_png(a.out, completion_grid(images, index, known, done, a.samples), a.scale);
   char line[512];
   std::snprintf(line, sizeof line, "%s x %s (%s) in %.2f s (%.2f completions/s) -> %s\n",
                 count_of(n, "image", "images").c_str(),

@@ -77,19 +77,31 @@ void catch_interrupts() {
 
 int interrupted() { return caught; }
 
-void add_run_options(CLI::App *cmd, RunOptions &run) {
+RunOptions RunArgs::options() const {
+  RunOptions o = run;
+  o.device = parse_device(device);
+  o.precision = parse_precision(precision);
+  if (tf32 && o.precision == Precision::Fp32) // fp32 is the default: --tf32 alone
+    o.precision = Precision::Tf32;
+  if (tf32 && o.precision != Precision::Tf32)
+    throw Error("--tf32 and --precision " + precision + " disagree: give one");
+  return o;
+}
+
+void add_run_options(CLI::App *cmd, RunArgs &a) {
+  RunOptions &run = a.run;
   add_number<int64_t>(cmd, "--batch", run.batch,
                       "images whose state is in memory at once (0, the default: 256 on cpu, as "
                       "many as fit on cuda)",
                       0, kMaxBatch);
   add_number<int>(cmd, "--threads", run.threads, "CPU threads (0, the default: every core)", 0,
                   kMaxThreads);
-  cmd->add_option("--device", run.device, "backend: cpu or cuda")->capture_default_str();
-  cmd->add_option("--precision", run.precision,
+  cmd->add_option("--device", a.device, "backend: cpu or cuda")->capture_default_str();
+  cmd->add_option("--precision", a.precision,
                   "the GEMMs: fp32 (exact reference), bf16 (bfloat16 inputs, fp32 sums; the state "
                   "stays fp32) or tf32 (cuda)")
       ->capture_default_str();
-  cmd->add_flag("--tf32", run.tf32, "cuda: the same as --precision tf32");
+  cmd->add_flag("--tf32", a.tf32, "cuda: the same as --precision tf32");
   cmd->add_flag("--no-prefill{false}", run.prefill,
                 "feed the known leading bytes step by step instead of all at once (the same "
                 "bits, slower: for comparisons)");
@@ -127,40 +139,6 @@ template CLI::Option *add_number<int64_t>(CLI::App *, const std::string &, int64
 template CLI::Option *add_number<uint64_t>(CLI::App *, const std::string &, uint64_t &,
                                            const std::string &, uint64_t, uint64_t);
 
-namespace {
-
-std::string folder_of(const std::string &path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-}
-
-} // namespace
-
-void check_output_file(const std::string &path) {
-  if (path.empty())
-    throw Error("an output path is empty");
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw Error(path + ": cannot write: is a folder");
-  const std::string dir = folder_of(path);
-  if (::stat(dir.c_str(), &st) != 0)
-    throw Error(path + ": cannot write: " + dir + ": " + std::strerror(errno));
-  if (!S_ISDIR(st.st_mode))
-    throw Error(path + ": cannot write: " + dir + " is not a folder");
-  if (::access(dir.c_str(), W_OK) != 0)
-    throw Error(path + ": cannot write: " + dir + ": " + std::strerror(errno));
-}
-
-void make_output_folder(const std::string &dir) {
-  std::error_code e;
-  std::filesystem::create_directories(dir, e);
-  if (e || !std::filesystem::is_directory(dir))
-    throw Error(dir + ": cannot make the output folder: " +
-                (e ? e.message() : std::string("a file of that name is in the way")));
-  if (::access(dir.c_str(), W_OK) != 0)
-    throw Error(dir + ": cannot write into the output folder: " + std::strerror(errno));
-}
-
 Progress progress_bar(int positions_per_image, bool quiet, const char *unit) {
   const bool draw = !quiet && isatty(STDERR_FILENO);
   const auto start = std::chrono::steady_clock::now();
@@ -185,10 +163,6 @@ Progress progress_bar(int positions_per_image, bool quiet, const char *unit) {
       std::fputc('\n', stderr);
     std::fflush(stderr);
   };
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 } // namespace tarnn::cli

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "../base/util.h"
 #include "tarnn/tarnn.h"
 
 namespace tarnn::cli {
@@ -47,8 +48,15 @@ nlohmann::json json_header(const std::string &command);
 // "1 image", "2 images".
 std::string count_of(int64_t n, const char *one, const char *many);
 
-// --batch --threads --device --tf32, into the library's RunOptions.
-void add_run_options(CLI::App *cmd, RunOptions &run);
+// --batch --threads --device --precision --tf32 --no-prefill: the numerics as the strings given,
+// parsed into the library's RunOptions by options() (tarnn::Error as the library's: exit 1).
+struct RunArgs {
+  RunOptions run;
+  std::string device = name(Device::Cpu), precision = name(Precision::Fp32);
+  bool tf32 = false; // the older --tf32 flag: --precision tf32
+  RunOptions options() const;
+};
+void add_run_options(CLI::App *cmd, RunArgs &run);
 
 // A whole-number option parsed strictly: decimal digits (and a leading '-' where lo < 0), in
 // [lo, hi]; anything else ("1e23", "2^64", "-1" for a count) is a parse error naming the option,
@@ -56,12 +64,6 @@ void add_run_options(CLI::App *cmd, RunOptions &run);
 template <class T>
 CLI::Option *add_number(CLI::App *cmd, const std::string &name, T &var, const std::string &help,
                         T lo, T hi);
-
-// Before any work: `path` can be written (its folder exists and is a writable folder, and it is
-// not itself a folder). Throws Error naming it.
-void check_output_file(const std::string &path);
-// Before any work: `dir` is a folder or can be made one (it is made here).
-void make_output_folder(const std::string &dir);
 
 // Progress on stderr, about 5 times a second, when stderr is a terminal and not --quiet:
 // "412/1000 images  21.3 images/s  ETA 0:27". It also stops the run (throws Interrupted) once
@@ -76,7 +78,5 @@ struct Interrupted {
 };
 void catch_interrupts();
 int interrupted(); // the signal caught, or 0
-
-double seconds_since(std::chrono::steady_clock::time_point t0);
 
 } // namespace tarnn::cli

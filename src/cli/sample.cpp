@@ -13,7 +13,7 @@ namespace {
 
 struct SampleArgs {
   std::string model;
-  RunOptions run;
+  RunArgs run;
   int64_t n = 64, first = 0;
   uint64_t seed = 0;
   std::string out, out_dir, npy, shard;
@@ -39,42 +39,7 @@ void apply_shard(SampleArgs &a) {
   a.n = end - begin;
 }
 
-// The run record beside a streamed output: what a --resume must match, and how many images are
-// written (after each chunk, once the outputs are on the disk).
-struct Record {
-  std::string path;
-  nlohmann::json run;
-  int64_t done = 0;
-
-  void save() const {
-    nlohmann::json j = run;
-    j["done"] = done;
-    write_file_atomic(path, j.dump(2) + "\n");
-  }
-  // The images an earlier run of the same job wrote; Error if the record is another job's.
-  int64_t load() {
-    std::vector<char> text;
-    if (FILE *f = std::fopen(path.c_str(), "rb")) {
-      char buf[4096];
-      for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;)
-        text.insert(text.end(), buf, buf + got);
-      std::fclose(f);
-    } else {
-      return 0; // nothing written yet: start from the beginning
-    }
-    const nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("done"))
-      throw Error(path + ": not a tarnn run record");
-    for (const auto &[key, value] : run.items())
-      if (!j.contains(key) || j[key] != value)
-        throw Error(path + ": was written by another run (" + key + " differs): --resume needs " +
-                    "the same model, -n, --seed, --first, --shard and outputs");
-    done = j["done"].get<int64_t>();
-    return done;
-  }
-};
-
-int run_sample(SampleArgs a) {
+void check_flags(const SampleArgs &a) {
   if (a.out.empty() && a.out_dir.empty() && a.npy.empty())
     throw Error("name an output: -o GRID.png, --out-dir FOLDER and/or --npy FILE.npy");
   if (!a.out.empty() && !ends_with(a.out, ".png"))
@@ -83,91 +48,93 @@ int run_sample(SampleArgs a) {
     throw Error("--npy " + a.npy + ": the file must end in .npy");
   if (a.resume && a.out_dir.empty() && a.npy.empty())
     throw Error("--resume continues an --out-dir or --npy output; a grid alone is not resumable");
+}
+
+// The outputs asked for, checked before any work (include/tarnn/outputs.h), the resume record
+// last; a resumed run starts at the record's count, and its grid gets the images written before.
+struct Outputs {
+  std::vector<std::unique_ptr<ImageSink>> sinks;
+  int64_t start = 0;      // images an interrupted run wrote
+  bool resumable = false; // a record is kept (--out-dir or --npy)
+
+  Outputs(const SampleArgs &a, const std::string &model, const Engine &engine) {
+    const Config &c = engine.config();
+    const int H = c.height, W = c.width, C = c.channels;
+    ImageSink *grid = nullptr;
+    if (!a.out.empty())
+      grid = sinks.emplace_back(grid_sink(a.out, a.n, H, W, C, a.cols, a.scale)).get();
+    if (!a.out_dir.empty())
+      make_output_folder(a.out_dir);
+    if (!a.npy.empty())
+      check_output_file(a.npy);
+    if (!a.report.json_file.empty())
+      check_output_file(a.report.json_file);
+    double memory = engine.host_state_bytes(a.n) +
+                    double(std::min(a.n, chunk(engine, a.n))) * c.bytes_per_image();
+    for (const auto &s : sinks)
+      memory += s->memory_bytes();
+    check_memory(memory, "sampling " + count_of(a.n, "image", "images"));
+    if (a.npy.empty() && a.out_dir.empty())
+      return;
+    auto record = std::make_unique<ResumeRecord>(!a.npy.empty() ? a.npy + ".partial.json"
+                                                                : a.out_dir + "/.tarnn-sample.json",
+                                                 nlohmann::json{{"model", model},
+                                                                {"n", a.n},
+                                                                {"first", a.first},
+                                                                {"seed", a.seed},
+                                                                {"npy", a.npy},
+                                                                {"out_dir", a.out_dir},
+                                                                {"shape", {H, W, C}}}
+                                                     .dump());
+    start = a.resume ? record->load() : 0;
+    ImageSink *written = nullptr; // a streamed output: what a resumed grid reads back
+    if (!a.out_dir.empty())
+      written = sinks
+                    .emplace_back(png_folder_sink(
+                        a.out_dir, H, W, C,
+                        [first = a.first](int64_t i) { return image_png_name(first + i); }, start))
+                    .get();
+    if (!a.npy.empty())
+      written = sinks.emplace_back(npy_sink(a.npy, a.n, H, W, C, start)).get();
+    if (grid && start > 0) // a resumed grid: the images written before, read back
+      grid->add(written->read_back(start));
+    sinks.push_back(std::move(record));
+    resumable = true;
+  }
+
+  // Images of a few batches at a time: every thread kept busy, memory bounded.
+  static int64_t chunk(const Engine &engine, int64_t n) { return 4 * engine.batch_for(n); }
+
+  void add(const ImageSet &images) {
+    for (const auto &s : sinks)
+      s->add(images);
+  }
+  void finish() {
+    for (const auto &s : sinks)
+      s->finish();
+  }
+};
+
+int run_sample(SampleArgs a) {
+  check_flags(a);
   if (!a.shard.empty())
     apply_shard(a);
   const std::string model = find_model(a.model);
-  Engine engine(load_model(model), a.run);
-  const Config &c = engine.config();
-  const size_t T = size_t(c.bytes_per_image());
-
-  // Every output checked before any work.
-  const int cols = a.cols > 0 ? a.cols : grid_columns(a.n);
-  int64_t grid_bytes = 0;
-  if (!a.out.empty()) {
-    grid_bytes = check_grid(a.n, c.height, c.width, c.channels, cols);
-    check_output_file(a.out);
-  }
-  if (!a.out_dir.empty())
-    make_output_folder(a.out_dir);
-  if (!a.npy.empty())
-    check_output_file(a.npy);
-  if (!a.report.json_file.empty())
-    check_output_file(a.report.json_file);
-  const int64_t chunk = 4 * engine.batch_for(a.n); // a few batches: every thread kept busy
-  check_memory(double(std::min(a.n, chunk)) * T + state_bytes(engine, a.n) +
-                   (a.out.empty() ? 0.0 : double(a.n) * T + 2.0 * double(grid_bytes)),
-               "sampling " + count_of(a.n, "image", "images"));
-
-  Record record;
-  if (!a.npy.empty() || !a.out_dir.empty()) {
-    record.path = !a.npy.empty() ? a.npy + ".partial.json" : a.out_dir + "/.tarnn-sample.json";
-    record.run = {{"model", model},
-                  {"n", a.n},
-                  {"first", a.first},
-                  {"seed", a.seed},
-                  {"npy", a.npy},
-                  {"out_dir", a.out_dir},
-                  {"shape", {c.height, c.width, c.channels}}};
-  }
-  const int64_t start = a.resume ? record.load() : 0;
-  std::unique_ptr<NpyWriter> npy;
-  if (!a.npy.empty())
-    npy = std::make_unique<NpyWriter>(a.npy, a.n, c.height, c.width, c.channels,
-                                      start > 0 ? start : -1);
-  ImageSet all; // the grid's images
-  if (!a.out.empty()) {
-    all = ImageSet{a.n, c.height, c.width, c.channels, std::vector<uint8_t>(size_t(a.n) * T)};
-    if (start > 0) { // a resumed grid: the images written before, read back
-      const ImageSet before = !a.npy.empty() ? read_images(npy->partial(), c) : ImageSet{};
-      for (int64_t i = 0; i < start; ++i) {
-        if (!a.npy.empty()) {
-          std::copy_n(before.image(i), T, all.bytes.begin() + long(size_t(i) * T));
-        } else {
-          char name[64];
-          std::snprintf(name, sizeof name, "/%08lld.png", static_cast<long long>(a.first + i));
-          const ImageSet one = read_images(a.out_dir + name, c);
-          std::copy_n(one.image(0), T, all.bytes.begin() + long(size_t(i) * T));
-        }
-      }
-    }
-  }
-
+  Engine engine(load_model(model), a.run.options());
+  const int positions = engine.config().positions();
+  Outputs outputs(a, model, engine);
+  const int64_t chunk = Outputs::chunk(engine, a.n), start = outputs.start, todo = a.n - start;
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t todo = a.n - start;
-  const Progress bar = progress_bar(c.positions(), a.report.quiet);
+  const Progress bar = progress_bar(positions, a.report.quiet);
   int64_t done = start;
   try {
-    for (int64_t off = start; off < a.n; off += chunk) {
-      const int64_t m = std::min(chunk, a.n - off);
+    for (; done < a.n;) {
+      const int64_t m = std::min(chunk, a.n - done);
       const Progress p = [&](int64_t d, int64_t) {
-        bar((off - start) * c.positions() + d, todo * c.positions());
+        bar((done - start) * positions + d, todo * positions);
       };
-      const ImageSet images = sample_images(engine, m, a.seed, a.first + off, p);
-      for (int64_t i = 0; !a.out_dir.empty() && i < m; ++i) {
-        char name[64];
-        std::snprintf(name, sizeof name, "/%08lld.png", static_cast<long long>(a.first + off + i));
-        write_png(a.out_dir + name, c.width, c.height, c.channels, images.image(i));
-      }
-      if (npy)
-        npy->append(images.bytes.data(), m);
-      if (!a.out.empty())
-        std::copy(images.bytes.begin(), images.bytes.end(),
-                  all.bytes.begin() + long(size_t(off) * T));
-      done = off + m;
-      if (!record.path.empty()) {
-        record.done = done;
-        record.save();
-      }
+      outputs.add(sample_images(engine, m, a.seed, a.first + done, p));
+      done += m;
       if (const int sig = interrupted())
         throw Interrupted{sig};
     }
@@ -176,20 +143,11 @@ int run_sample(SampleArgs a) {
                  "tarnn: interrupted (signal %d): %lld of %lld images written%s; the same command "
                  "with --resume goes on from there\n",
                  i.signal, static_cast<long long>(done), static_cast<long long>(a.n),
-                 record.path.empty() ? " (the grid is written only at the end)" : "");
+                 outputs.resumable ? "" : " (the grid is written only at the end)");
     return 128 + i.signal;
   }
   const double secs = seconds_since(t0);
-  if (npy)
-    npy->finish();
-  if (!a.out.empty()) {
-    const ImageSet grid = make_grid(all, cols);
-    const int scale = a.scale > 0 ? a.scale : grid_scale(grid.width, grid.height);
-    const ImageSet big = scale_image(grid, scale);
-    write_png(a.out, big.width, big.height, big.channels, big.bytes.data());
-  }
-  if (!record.path.empty())
-    std::remove(record.path.c_str()); // the run is complete: nothing to resume
+  outputs.finish();
   std::string where;
   for (const std::string &o : {a.out, a.out_dir, a.npy})
     if (!o.empty())

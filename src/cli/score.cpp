@@ -15,7 +15,7 @@ namespace {
 
 struct ScoreArgs {
   std::string model;
-  RunOptions run;
+  RunArgs run;
   std::vector<std::string> images;
   int64_t limit = 0;
   Report report;
@@ -64,7 +64,7 @@ std::vector<std::string> expand(const std::vector<std::string> &inputs) {
 
 int run_score(const ScoreArgs &a) {
   const std::string model = find_model(a.model);
-  Engine engine(load_model(model), a.run);
+  Engine engine(load_model(model), a.run.options());
   const Config &c = engine.config();
   const std::vector<std::string> files = expand(a.images);
   ImageSet images{0, c.height, c.width, c.channels, {}};

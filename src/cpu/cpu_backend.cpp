@@ -1,5 +1,5 @@
 // The CPU backend: the images of a job split into one contiguous share per thread, each share a
-// rollout (core/rollout.h) of CpuOps over its own batch memory. Images are independent and every
+// rollout (model/rollout.h) of CpuOps over its own batch memory. Images are independent and every
 // element's arithmetic does not depend on the rows beside it, so the bytes do not depend on the
 // thread count or the batch.
 #include <algorithm>
@@ -11,48 +11,46 @@
 #include <thread>
 #include <vector>
 
-#include "../core/backend.h"
-#include "../core/rollout.h"
-#include "cpu_features.h"
+#include "../../kernels/cpu_features.h"
+#include "../base/util.h"
+#include "../model/rollout.h"
+#include "cpu_backend.h"
 #include "cpu_ops.h"
 #include "tarnn/error.h"
 #include "threads.h"
+#include "timed_steps.h"
 
 namespace tarnn {
 
-CpuWeights::CpuWeights(const Model &m, bool bf16)
-    : view_(make_view<CpuLinear>(
+CpuWeights::CpuWeights(const Model &m, Precision precision)
+    : view_(make_view(
           m.weights, [](const std::vector<float> &v) { return v.data(); },
-          [this, bf16](const Linear &l) {
-            if (bf16) {
-              packed_bf16_.push_back(pack_bf16(l));
-              return CpuLinear{nullptr, &packed_bf16_.back(), l.w.data(), l.b.data(), l.out, l.in};
-            }
-            packed_.push_back(pack(l));
-            return CpuLinear{&packed_.back(), nullptr, l.w.data(), l.b.data(), l.out, l.in};
+          [this, precision](const Linear &l) {
+            const void *w = nullptr;
+            if (precision == Precision::Bf16)
+              w = &packed_bf16_.emplace_back(pack_bf16(l));
+            else
+              w = &packed_.emplace_back(pack(l));
+            return LinearWeights{precision, l.out, l.in, w, l.b.data(), l.w.data()};
           })) {}
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 struct Stopped {}; // thrown into a worker's rollout when another worker failed
 
 class CpuBackend : public Backend {
 public:
-  CpuBackend(const Model &m, const RunOptions &o)
-      : model_(m), options_(o), weights_(m, o.precision == "bf16") {}
+  CpuBackend(const Model &m, const RunOptions &o, const Knobs &k)
+      : model_(m), options_(o), weights_(m, o.precision), kernels_{k.reference_gemm} {}
 
   std::string device() const override {
     return "cpu: " + cpu_model_name() + ", " + std::to_string(options_.threads) + " threads, " +
            cpu_path_name() +
-           (options_.precision != "bf16" ? ""
-            : cpu_has_avx512_bf16()      ? ", bf16 GEMMs (AVX512_BF16)"
-                                         : ", bf16 GEMMs (emulated: no AVX512_BF16)");
+           (options_.precision != Precision::Bf16 ? ""
+            : cpu_has_avx512_bf16()               ? ", bf16 GEMMs (AVX512_BF16)"
+                                                  : ", bf16 GEMMs (emulated: no AVX512_BF16)");
   }
 
   int64_t batch_for(int64_t count) const override {
@@ -131,10 +129,15 @@ public:
     RunInfo info;
     info.device = device();
     info.batch = rows * threads;
-    info.state_bytes = info.batch * c.state_bytes_per_image();
-    info.memory_bytes = int64_t(batch_layout(c, rows).total) * threads;
+    const BatchLayout layout = batch_layout(c, rows, options_.state);
+    info.state_bytes = info.batch * int64_t(layout.state_row_bytes);
+    info.memory_bytes = int64_t(layout.total) * threads;
     info.seconds_steps = seconds_since(t0);
     return info;
+  }
+
+  StepTimes time_steps(const TimedSteps &job) override {
+    return time_cpu_steps(model_.config, weights_.view(), options_, kernels_, teams_, job);
   }
 
 private:
@@ -146,17 +149,18 @@ private:
     if (count <= 0)
       return;
     const Config &c = model_.config;
-    const BatchLayout layout = batch_layout(c, std::min(rows, count));
+    const BatchLayout layout = batch_layout(c, std::min(rows, count), options_.state);
     std::vector<double> memory(layout.total / sizeof(double) + 1); // 8-byte aligned, zeroed
     const StepBuffers b = step_buffers(memory.data(), layout);
-    CpuOps ops(c, weights_.view(), b, options_.reference);
+    CpuOps ops(c, weights_.view(), b, kernels_);
     // the prefill's own rows: up to kPrefillRows positions of one image at a time, one state
-    const BatchLayout pre_layout = batch_layout(c, std::min(kPrefillRows, c.positions()), 1);
+    const BatchLayout pre_layout =
+        batch_layout(c, std::min(kPrefillRows, c.positions()), options_.state, 1);
     std::vector<double> pre_memory(pre_layout.total / sizeof(double) + 1);
     const StepBuffers pre_b = step_buffers(pre_memory.data(), pre_layout);
     const std::shared_ptr<WorkerTeam> team =
         prefill_threads > 1 && options_.prefill ? teams_.lend(prefill_threads) : nullptr;
-    PrefillOps pre(c, weights_.view(), pre_b, options_.reference, team.get());
+    PrefillOps pre(c, weights_.view(), pre_b, kernels_, team.get());
     const size_t T = size_t(c.bytes_per_image());
     Rollout mine = job;
     mine.count = count;
@@ -177,13 +181,14 @@ private:
   const Model &model_;
   RunOptions options_;
   CpuWeights weights_;
-  TeamPool teams_; // the prefills' GEMM threads, kept between runs
+  CpuKernels kernels_;
+  TeamPool teams_; // the prefills' GEMM threads (and the benchmark's), kept between runs
 };
 
 } // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(const Model &m, const RunOptions &o) {
-  return std::make_unique<CpuBackend>(m, o);
+std::unique_ptr<Backend> make_cpu_backend(const Model &m, const RunOptions &o, const Knobs &k) {
+  return std::make_unique<CpuBackend>(m, o, k);
 }
 
 } // namespace tarnn

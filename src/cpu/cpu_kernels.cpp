@@ -2,10 +2,11 @@
 // x86-64 (TARNN_CPU_VARIANTS) and chosen at run time: every variant gives the same bits.
 #include <immintrin.h>
 
+#include "../../kernels/cpu_features.h"
 #include "../../kernels/linear_attention.h"
 #include "../../kernels/residual_layernorm.h"
-#include "cpu_features.h"
 #include "cpu_ops.h"
+#include "tarnn/error.h"
 #include "threads.h"
 
 namespace tarnn {
@@ -245,10 +246,9 @@ template <class F> void PrefillOps::split(int items, int least, F &&f) {
   team_->run([&](int i) { f(items * i / n, items * (i + 1) / n); });
 }
 
-void PrefillOps::linear(const CpuLinear &l, const float *x, float *y, int rows, Act act) {
+void PrefillOps::linear(const LinearWeights &l, const float *x, float *y, int rows, Act act) {
   split(rows, 16, [&](int first, int last) {
-    CpuLinearOps<PrefillOps>::linear(l, x + size_t(first) * l.in, y + size_t(first) * l.out,
-                                     last - first, act);
+    k_.linear(l, x + size_t(first) * l.in, y + size_t(first) * l.out, last - first, act);
   });
 }
 
@@ -261,15 +261,32 @@ void PrefillOps::attention(int layer, int rows) {
 void PrefillOps::add_norm(float *x, const float *y, NormView n, int rows) { // y null: no residual
   split(rows, 16, [&](int first, int last) {
     const size_t at = size_t(first) * c_.d_model;
-    residual_layernorm_rows(x + at, y ? y + at : nullptr, n.w, n.b, last - first, c_.d_model);
+    k_.add_norm(x + at, y ? y + at : nullptr, n.w, n.b, last - first, c_.d_model);
   });
 }
 
-void residual_layernorm_rows(float *x, const float *y, const float *w, const float *b, int rows,
-                             int n) {
+void CpuKernels::add_norm(float *x, const float *y, const float *w, const float *b, int rows,
+                          int n) const {
   static const auto run =
       cpu_pick(&layernorm_rows_avx512, &layernorm_rows_avx2, &layernorm_rows_portable);
   run(x, y, w, b, rows, n);
+}
+
+void CpuKernels::linear(const LinearWeights &l, const float *x, float *y, int rows, Act act) const {
+  switch (l.precision) {
+  case Precision::Fp32:
+    if (reference)
+      return linear_forward_ref(l.w_ref, l.b, l.out, l.in, x, l.in, rows, y, l.out, act);
+    return linear_forward(*static_cast<const PackedLinear *>(l.w), x, l.in, rows, y, l.out, act);
+  case Precision::Bf16:
+    if (reference)
+      return linear_forward_bf16_ref(l.w_ref, l.b, l.out, l.in, x, l.in, rows, y, l.out, act);
+    return linear_forward_bf16(*static_cast<const PackedLinearBf16 *>(l.w), x, l.in, rows, y, l.out,
+                               act);
+  case Precision::Tf32:
+    break;
+  }
+  throw Error(std::string("the CPU has no ") + name(l.precision) + " GEMM");
 }
 
 } // namespace tarnn

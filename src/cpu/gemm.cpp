@@ -6,14 +6,13 @@
 #include <immintrin.h>
 #include <utility>
 
-#include "cpu_features.h"
+#include "../../kernels/cpu_features.h"
 #include "gemm_tiles.h"
 
 namespace tarnn {
 
 namespace {
 
-using gemm::finish;
 using gemm::kRows;
 using gemm::store_tile;
 constexpr int P = PackedLinear::kPanel;
@@ -98,17 +97,6 @@ void linear_forward(const PackedLinear &l, const float *x, int ldx, int rows, fl
     tile[n - 1](l.w.data() + size_t(p) * l.in * P, l.in, x + size_t(r) * ldx, ldx,
                 l.b.data() + p * P, ncols, y + size_t(r) * ldy + p * P, ldy, act);
   });
-}
-
-void linear_forward_ref(const float *W, const float *b, int out, int in, const float *x, int ldx,
-                        int rows, float *y, int ldy, Act act) {
-  for (int r = 0; r < rows; ++r)
-    for (int j = 0; j < out; ++j) {
-      float acc = 0.0f;
-      for (int k = 0; k < in; ++k)
-        acc = std::fma(x[size_t(r) * ldx + k], W[size_t(j) * in + k], acc);
-      y[size_t(r) * ldy + j] = finish(acc, b, j, act);
-    }
 }
 
 } // namespace tarnn

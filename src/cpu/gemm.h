@@ -3,12 +3,13 @@
 // Why not a BLAS: images must be byte-identical whatever --batch and --threads are, so each output
 // element must not depend on how many rows share the call. Here every element is the same fused
 // multiply-add chain acc = fma(x_k, w_k, acc) over k = 0..in-1, then act(acc + b), in every path:
-// the AVX-512 kernel, its edge tiles, the portable kernel and the plain reference below agree to
-// the bit.
+// the AVX-512 kernel, its edge tiles, the portable kernel and the plain reference
+// (kernels/gemm_ref.h) agree to the bit.
 #pragma once
 
 #include <vector>
 
+#include "../../kernels/gemm_ref.h"
 #include "tarnn/model.h"
 
 namespace tarnn {
@@ -27,10 +28,5 @@ PackedLinear pack(const Linear &l);
 // y[r * ldy + j] = act(sum_k x[r * ldx + k] W[j, k] + b[j]) for r < rows, j < out.
 void linear_forward(const PackedLinear &l, const float *x, int ldx, int rows, float *y, int ldy,
                     Act act);
-
-// The plain reference, one element at a time, std::fma in order: the same bits as linear_forward.
-// W is [out, in]; b may be null (no bias: the bare product, as cuBLAS leaves it).
-void linear_forward_ref(const float *W, const float *b, int out, int in, const float *x, int ldx,
-                        int rows, float *y, int ldy, Act act);
 
 } // namespace tarnn

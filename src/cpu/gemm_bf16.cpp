@@ -7,17 +7,11 @@
 #include <immintrin.h>
 #include <utility>
 
-#include "cpu_features.h"
+#include "../../kernels/cpu_features.h"
+#include "../../kernels/gemm_ref.h"
 #include "gemm_tiles.h"
 
 namespace tarnn {
-
-float from_bf16(uint16_t h) {
-  const uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 bool cpu_has_avx512_bf16() {
   static const bool yes = cpu_has_avx512() && __builtin_cpu_supports("avx512bf16");
@@ -26,17 +20,10 @@ bool cpu_has_avx512_bf16() {
 
 namespace {
 
-using gemm::finish;
 using gemm::kRows;
 using gemm::store_tile;
 constexpr int P = PackedLinearBf16::kPanel;
 static_assert(P == gemm::kPanel);
-
-// One pair of k for one element: the instruction's order (the odd element first).
-inline float pair_step(float acc, uint32_t x2, uint32_t w2) {
-  acc = std::fma(from_bf16(uint16_t(x2 >> 16)), from_bf16(uint16_t(w2 >> 16)), acc);
-  return std::fma(from_bf16(uint16_t(x2)), from_bf16(uint16_t(w2)), acc);
-}
 
 // panel: [pairs][32] 32-bit (w_k | w_k+1 << 16); x2: rows of [pairs] the same for x.
 template <int R>
@@ -65,7 +52,7 @@ void tile_portable_bf16(const uint32_t *panel, int pairs, const uint32_t *x2, in
   for (int k = 0; k < pairs; ++k)
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < P; ++j)
-        acc[r][j] = pair_step(acc[r][j], x2[r * ld2 + k], panel[k * P + j]);
+        acc[r][j] = bf16_pair_step(acc[r][j], x2[r * ld2 + k], panel[k * P + j]);
   store_tile<R>(acc, b, ncols, y, ldy, act);
 }
 
@@ -78,17 +65,11 @@ template <size_t... R> auto tiles(std::index_sequence<R...>) {
   return std::array<TileFn, sizeof...(R)>{{&tile_portable_bf16<int(R) + 1>...}};
 }
 
-uint32_t pair_of(const float *v, int k, int n) {
-  const uint16_t lo = bf16_bits(v[k]);
-  const uint16_t hi = k + 1 < n ? bf16_bits(v[k + 1]) : 0;
-  return uint32_t(lo) | uint32_t(hi) << 16;
-}
-
-// x2[r][k / 2] = pair_of(x[r], k, in) for every row: the rounding of a GEMM's input.
+// x2[r][k / 2] = bf16_pair(x[r], k, in) for every row: the rounding of a GEMM's input.
 void round_rows_portable(const float *x, int ldx, int rows, int in, uint32_t *x2, int pairs) {
   for (int r = 0; r < rows; ++r)
     for (int k = 0; k < pairs; ++k)
-      x2[size_t(r) * pairs + k] = pair_of(x + size_t(r) * ldx, 2 * k, in);
+      x2[size_t(r) * pairs + k] = bf16_pair(x + size_t(r) * ldx, 2 * k, in);
 }
 
 // The same with vcvtne2ps2bf16, 32 floats an instruction: bf16_bits' rule, so the same bits. With
@@ -125,7 +106,7 @@ PackedLinearBf16 pack_bf16(const Linear &l) {
   p.w.assign(size_t(panels) * pairs * P, 0);
   for (int j = 0; j < l.out; ++j)
     for (int k = 0; k < l.in; k += 2)
-      p.w[(size_t(j / P) * pairs + k / 2) * P + j % P] = pair_of(&l.w[size_t(j) * l.in], k, l.in);
+      p.w[(size_t(j / P) * pairs + k / 2) * P + j % P] = bf16_pair(&l.w[size_t(j) * l.in], k, l.in);
   return p;
 }
 
@@ -141,18 +122,6 @@ void linear_forward_bf16(const PackedLinearBf16 &l, const float *x, int ldx, int
     tile[n - 1](l.w.data() + size_t(p) * pairs * P, pairs, x2.data() + size_t(r) * pairs, pairs,
                 l.b.data() + p * P, ncols, y + size_t(r) * ldy + p * P, ldy, act);
   });
-}
-
-void linear_forward_bf16_ref(const float *W, const float *b, int out, int in, const float *x,
-                             int ldx, int rows, float *y, int ldy, Act act) {
-  for (int r = 0; r < rows; ++r)
-    for (int j = 0; j < out; ++j) {
-      float acc = 0.0f;
-      for (int k = 0; k < in; k += 2)
-        acc =
-            pair_step(acc, pair_of(x + size_t(r) * ldx, k, in), pair_of(W + size_t(j) * in, k, in));
-      y[size_t(r) * ldy + j] = finish(acc, b, j, act);
-    }
 }
 
 } // namespace tarnn

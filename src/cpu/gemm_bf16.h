@@ -5,22 +5,20 @@
 // arithmetic per output lane and pair of k is acc += x[k+1] w[k+1], then acc += x[k] w[k]: a
 // product of two bf16 is exact in fp32, each sum rounds to nearest. Every path here runs that
 // chain (the portable one and the plain reference with two std::fma per pair), so they agree to
-// the bit and a row never depends on which rows share the call, as in gemm.h.
+// the bit and a row never depends on which rows share the call, as in gemm.h. The plain reference
+// and the shared pair arithmetic are kernels/gemm_ref.h's.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "../../kernels/tarnn_math.h"
+#include "../../kernels/gemm_ref.h"
 #include "tarnn/model.h"
 
 namespace tarnn {
 
-// The rounding to bf16 is kernels/tarnn_math.h's bf16_bits, the rule of vcvtne2ps2bf16.
-float from_bf16(uint16_t h);
-
 // x2[r * ceil(in/2) + k/2] = bf16(x[r * ldx + k]) | bf16(x[r * ldx + k + 1]) << 16 (0 past `in`):
-// a GEMM's input rounded once, with vcvtne2ps2bf16 where the CPU has it.
+// a GEMM's input rounded once (tarnn_math.h's bf16_bits), with vcvtne2ps2bf16 where the CPU has it.
 void round_to_bf16_pairs(const float *x, int ldx, int rows, int in, uint32_t *x2);
 
 // AVX-512 with AVX512_BF16, and not refused by TARNN_NO_AVX512=1.
@@ -40,10 +38,5 @@ PackedLinearBf16 pack_bf16(const Linear &l);
 // y[r * ldy + j] = act(sum_k bf16(x[r * ldx + k]) bf16(W[j, k]) + b[j]), the chain above.
 void linear_forward_bf16(const PackedLinearBf16 &l, const float *x, int ldx, int rows, float *y,
                          int ldy, Act act);
-
-// The plain reference, one element at a time: the same bits as linear_forward_bf16. W is [out, in]
-// in fp32 (rounded here); b may be null.
-void linear_forward_bf16_ref(const float *W, const float *b, int out, int in, const float *x,
-                             int ldx, int rows, float *y, int ldy, Act act);
 
 } // namespace tarnn

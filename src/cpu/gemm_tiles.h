@@ -6,16 +6,12 @@
 #include <algorithm>
 #include <immintrin.h>
 
-#include "../../kernels/bias_act.h"
+#include "../../kernels/gemm_ref.h"
 
 namespace tarnn::gemm {
 
 constexpr int kPanel = 32; // outputs per panel of packed W
 constexpr int kRows = 8;   // rows per micro-tile: 16 accumulators of 16 floats
-
-inline float finish(float acc, const float *b, int j, Act act) {
-  return activate(b ? acc + b[j] : acc, act);
-}
 
 // Store an R x 32 tile of accumulators through the epilogue, keeping only columns < ncols.
 template <int R>
@@ -23,11 +19,11 @@ inline void store_tile(const float (&acc)[R][kPanel], const float *b, int ncols,
                        Act act) {
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < ncols; ++j)
-      y[r * ldy + j] = finish(acc[r][j], b, j, act);
+      y[r * ldy + j] = linear_finish(acc[r][j], b, j, act);
 }
 
 // The AVX-512 tiles' epilogue from their accumulators (c0: columns 0-15, c1: 16-31): in vector
-// registers for a whole panel without GELU, the same bits as finish (acc + b, then ReLU's
+// registers for a whole panel without GELU, the same bits as linear_finish (acc + b, then ReLU's
 // u > 0 ? u : +0, which vmaxps(u, +0) is for -0 and NaN too); else through store_tile. Element by
 // element, 256 scalar stores a tile weigh on a short GEMM (in = 256 in bf16: 128 pair steps).
 // GCC 12's intrinsics headers start some casts from _mm512_undefined_*: a false positive

@@ -1,5 +1,5 @@
 // The CUDA backend (cuda_backend.h): a device context and the weights in one allocation, made
-// once per Engine; per run the batch in another; and GpuOps, core/forward.h's ops on kernels and
+// once per Engine; per run the batch in another; and GpuOps, model/forward.h's ops on kernels and
 // cuBLAS, each step replayed as a graph.
 #include "cuda_backend.h"
 
@@ -15,11 +15,12 @@
 #include "../../kernels/cuda_util.h"
 #include "../../kernels/launch.h"
 #include "../../kernels/round_bf16.h"
-#include "../core/forward.h"
-#include "../core/rollout.h"
+#include "../base/util.h"
+#include "../model/forward.h"
+#include "../model/plugin_api.h"
+#include "../model/rollout.h"
 #include "gemm.h"
 #include "plan.h"
-#include "plugin_api.h"
 #include "tarnn/error.h"
 #include "tarnn/version.h"
 
@@ -96,11 +97,17 @@ void check_supported(const Config &c) {
     throw Error("the CUDA backend runs linear attention; this model's attention is " + c.attention);
 }
 
-// The GEMMs' inputs for --precision fp32, tf32 or bf16 (resolved: one of them).
-Gemm::Inputs gemm_inputs(const RunOptions &o) {
-  return o.precision == "bf16"   ? Gemm::Inputs::Bf16
-         : o.precision == "tf32" ? Gemm::Inputs::Tf32
-                                 : Gemm::Inputs::Fp32;
+// The GEMMs' inputs for a precision.
+Gemm::Inputs gemm_inputs(Precision p) {
+  switch (p) {
+  case Precision::Fp32:
+    return Gemm::Inputs::Fp32;
+  case Precision::Tf32:
+    return Gemm::Inputs::Tf32;
+  case Precision::Bf16:
+    return Gemm::Inputs::Bf16;
+  }
+  throw Error(std::string("the CUDA backend has no ") + name(p) + " GEMM");
 }
 
 // A stream and a cuBLAS handle on it. FP32 GEMMs by default (the same products as the CPU's to
@@ -112,11 +119,11 @@ struct Gpu {
   cublasHandle_t blas = nullptr;
   void *workspace = nullptr;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  // null: cuBLAS's own choice per size. TARNN_GEMM=cublas or =unfused (bias and ReLU in their
-  // own kernel) are for comparisons (docs/CUDA.md), not for use; bf16 always runs through Gemm.
+  // null: cuBLAS's own choice per size. Knobs::cuda_gemm "cublas" or "unfused" (bias and ReLU in
+  // their own kernel) are for comparisons (docs/CUDA.md), not for use; bf16 always runs Gemm.
   std::unique_ptr<Gemm> gemm;
 
-  explicit Gpu(Gemm::Inputs inputs) {
+  Gpu(Gemm::Inputs inputs, const std::string &gemm_choice) {
     const bool tf32 = inputs == Gemm::Inputs::Tf32;
     device = require_device();
     name = describe(device);
@@ -130,8 +137,6 @@ struct Gpu {
       blas_check(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
                  "cublasSetMathMode");
       compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-      const char *choice = std::getenv("TARNN_GEMM");
-      const std::string gemm_choice = choice ? choice : "";
       if (gemm_choice != "cublas" || inputs == Gemm::Inputs::Bf16)
         gemm = std::make_unique<Gemm>(stream, workspace, kBlasWorkspace, inputs,
                                       gemm_choice != "unfused");
@@ -175,24 +180,17 @@ struct DeviceBlock {
   DeviceBlock &operator=(const DeviceBlock &) = delete;
 };
 
-// A linear layer in device memory, PyTorch's layout (cuBLAS reads W [out, in] as the transposed
-// operand): W in fp32 (w), or with --precision bf16 as bfloat16 bits (w16, w null).
-struct GpuLinear {
-  const float *w, *b;
-  int out, in;
-  const uint16_t *w16 = nullptr;
-};
-
-size_t weight_bytes(const Weights &W, bool bf16) {
+// A linear layer in device memory (LinearWeights::w), PyTorch's layout (cuBLAS reads W [out, in]
+// as the transposed operand): float, or with bf16 the bfloat16 bits (uint16_t).
+size_t weight_bytes(const Weights &W, Precision precision) {
   size_t total = 0;
   auto count = [&](const std::vector<float> &v) {
     total += align256(v.size() * 4);
     return static_cast<const float *>(nullptr);
   };
-  make_view<GpuLinear>(W, count, [&](const Linear &l) {
-    if (bf16)
-      total += align256(l.w.size() * 2);
-    return GpuLinear{bf16 ? nullptr : count(l.w), count(l.b), l.out, l.in};
+  make_view(W, count, [&](const Linear &l) {
+    total += precision == Precision::Bf16 ? align256(l.w.size() * 2) : align256(l.w.size() * 4);
+    return LinearWeights{precision, l.out, l.in, nullptr, count(l.b)};
   });
   return total;
 }
@@ -201,8 +199,9 @@ size_t weight_bytes(const Weights &W, bool bf16) {
 // host first (kernels/round_bf16.h's rule).
 struct DeviceWeights {
   DeviceBlock mem;
-  ModelView<GpuLinear> view;
-  DeviceWeights(const Weights &W, bool bf16) : mem(weight_bytes(W, bf16), "weights") {
+  ModelView view;
+  DeviceWeights(const Weights &W, Precision precision)
+      : mem(weight_bytes(W, precision), "weights") {
     size_t at = 0;
     auto upload = [&](const void *v, size_t bytes) {
       void *d = static_cast<char *>(mem.p) + at;
@@ -213,13 +212,16 @@ struct DeviceWeights {
     auto place = [&](const std::vector<float> &v) {
       return static_cast<const float *>(upload(v.data(), v.size() * 4));
     };
-    view = make_view<GpuLinear>(W, place, [&](const Linear &l) {
-      if (!bf16)
-        return GpuLinear{place(l.w), place(l.b), l.out, l.in};
-      std::vector<uint16_t> w16(l.w.size());
-      round_bf16_cpu(l.w.data(), w16.data(), w16.size());
-      const auto *d = static_cast<const uint16_t *>(upload(w16.data(), w16.size() * 2));
-      return GpuLinear{nullptr, place(l.b), l.out, l.in, d};
+    view = make_view(W, place, [&](const Linear &l) {
+      const void *w = nullptr;
+      if (precision == Precision::Bf16) {
+        std::vector<uint16_t> w16(l.w.size());
+        round_bf16_cpu(l.w.data(), w16.data(), w16.size());
+        w = upload(w16.data(), w16.size() * 2);
+      } else {
+        w = place(l.w);
+      }
+      return LinearWeights{precision, l.out, l.in, w, place(l.b)};
     });
     // A pageable cudaMemcpy may return before its DMA lands, and the backend's stream does not
     // wait for the legacy default stream: wait here, once.
@@ -233,8 +235,8 @@ struct DeviceBatch {
   BatchLayout layout;
   DeviceBlock mem;
   StepBuffers b;
-  DeviceBatch(const Config &c, int rows, int state_rows = -1)
-      : layout(batch_layout(c, rows, state_rows < 0 ? rows : state_rows)),
+  DeviceBatch(const Config &c, int rows, StateFormat state, int state_rows = -1)
+      : layout(batch_layout(c, rows, state, state_rows < 0 ? rows : state_rows)),
         mem(layout.total, "batch of " + std::to_string(rows) + " images"),
         b(step_buffers(mem.p, layout)) {
     cuda_check(cudaMemset(mem.p, 0, layout.total), "cudaMemset");
@@ -242,36 +244,34 @@ struct DeviceBatch {
   }
 };
 
-// core/forward.h's ops on the GPU.
+// model/forward.h's ops on the GPU.
 class GpuOps {
 public:
-  using Linear = GpuLinear;
-
   // x16: room for one GEMM input of the batch in bfloat16 (rows x the widest layer input), where
   // the weights are bf16. positions: the rows are consecutive positions of one image (the Pre of
-  // core/prefill.h): the embedding and the attention take them so; no steps, no graph.
-  GpuOps(Gpu &gpu, const Config &c, const ModelView<GpuLinear> &w, const StepBuffers &b,
-         bool use_graph, uint16_t *x16 = nullptr, bool positions = false)
+  // model/prefill.h): the embedding and the attention take them so; no steps, no graph.
+  GpuOps(Gpu &gpu, const Config &c, const ModelView &w, const StepBuffers &b, bool use_graph,
+         uint16_t *x16 = nullptr, bool positions = false)
       : gpu_(gpu), c_(c), w_(w), b_(b), use_graph_(use_graph), x16_(x16), positions_(positions) {}
   ~GpuOps() { drop_graph(); }
   GpuOps(const GpuOps &) = delete;
   GpuOps &operator=(const GpuOps &) = delete;
 
   const StepBuffers &buffers() const { return b_; }
-  const ModelView<GpuLinear> &view() const { return w_; }
+  const ModelView &view() const { return w_; }
 
-  void embed(const ModelView<GpuLinear> &w, int rows) {
+  void embed(const ModelView &w, int rows) {
     launch_embedding(b_.x, w.value_embedding, w.pos, b_.cur, b_.params, rows, c_.d_model,
                      gpu_.stream, positions_);
   }
   // Row-major Y [rows, out] = X [rows, in] W^T, W [out, in]. Column-major, cuBLAS sees
   // Y^T (out x rows) = op(W) X^T with op = transpose on W's [in, out] column-major view. Then
   // y = act(y + b), rounding as the CPU GEMM's epilogue.
-  void linear(const GpuLinear &l, const float *x, float *y, int rows, Act act) {
-    if (l.w16) { // bf16: X rounded into x16, then the same GEMM and epilogue on bf16 operands
+  void linear(const LinearWeights &l, const float *x, float *y, int rows, Act act) {
+    if (l.precision == Precision::Bf16) { // X rounded into x16, then the GEMM on bf16 operands
       launch_round_bf16(x, x16_, size_t(rows) * l.in, gpu_.stream);
       const bool fused = gpu_.gemm->fuses(act);
-      gpu_.gemm->run(l.w16, fused ? l.b : nullptr, fused ? act : Act::None, x16_, y, l.in, l.out,
+      gpu_.gemm->run(l.w, fused ? l.b : nullptr, fused ? act : Act::None, x16_, y, l.in, l.out,
                      rows);
       if (!fused)
         launch_bias_act(y, l.b, rows, l.out, act, gpu_.stream);
@@ -377,7 +377,7 @@ private:
 
   Gpu &gpu_;
   const Config &c_;
-  const ModelView<GpuLinear> &w_;
+  const ModelView &w_;
   const StepBuffers &b_;
   bool use_graph_;
   uint16_t *x16_;
@@ -392,30 +392,28 @@ int64_t free_memory() {
   return int64_t(free_b);
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // The device context and the weights, made once; a batch per run.
 class CudaBackend : public Backend {
 public:
-  CudaBackend(const Model &m, const RunOptions &o)
-      : model_(m), options_(o), gpu_((check_supported(m.config), gemm_inputs(o))),
-        weights_(m.weights, o.precision == "bf16") {}
+  CudaBackend(const Model &m, const RunOptions &o, const Knobs &k)
+      : model_(m), options_(o), graph_(k.graph),
+        gpu_((check_supported(m.config), gemm_inputs(o.precision)), k.cuda_gemm),
+        weights_(m.weights, o.precision) {}
 
   std::string device() const override { return gpu_.name; }
 
   int64_t batch_for(int64_t count) const override {
-    return plan_batch(model_.config, options_.batch, count, free_memory(), gpu_.name);
+    return plan_batch(model_.config, options_.batch, count, free_memory(), gpu_.name,
+                      options_.state);
   }
 
   RunInfo run(const Rollout &job, const Progress &progress) override {
     const Config &c = model_.config;
     const auto t0 = std::chrono::steady_clock::now();
     const int batch = plan_batch(c, job.batch > 0 ? job.batch : options_.batch, job.count,
-                                 free_memory(), gpu_.name);
-    DeviceBatch mem(c, batch);
-    const bool bf16 = options_.precision == "bf16";
+                                 free_memory(), gpu_.name, options_.state);
+    DeviceBatch mem(c, batch, options_.state);
+    const bool bf16 = options_.precision == Precision::Bf16;
     // the known leading bytes as rows of one pass (core/prefill.h), as on the CPU; --no-prefill:
     // step by step (CudaPrefill.CompletionsAsStepByStep compares the two on a GPU)
     const bool prefill = options_.prefill;
@@ -423,11 +421,11 @@ public:
     DeviceBlock x16(bf16 ? size_t(std::max(batch, pre_rows)) * widest_input(c) * 2 : 0,
                     "bf16 GEMM inputs");
     uint16_t *x16p = bf16 ? static_cast<uint16_t *>(x16.p) : nullptr;
-    GpuOps ops(gpu_, c, weights_.view, mem.b, options_.graph, x16p);
+    GpuOps ops(gpu_, c, weights_.view, mem.b, graph_, x16p);
     std::unique_ptr<DeviceBatch> pre_mem;
     std::unique_ptr<GpuOps> pre;
     if (prefill) {
-      pre_mem = std::make_unique<DeviceBatch>(c, pre_rows, 1);
+      pre_mem = std::make_unique<DeviceBatch>(c, pre_rows, options_.state, 1);
       pre = std::make_unique<GpuOps>(gpu_, c, weights_.view, pre_mem->b, false, x16p, true);
     }
     RunInfo info;
@@ -449,9 +447,33 @@ public:
     return info;
   }
 
+  // Linear attention only (the softmax baselines run on the CPU): one rollout of the first
+  // positions, timed whole (its steps are graph launches the host does not wait for).
+  StepTimes time_steps(const TimedSteps &job) override {
+    if (job.form != AttentionForm::Linear)
+      throw Error("--device cuda runs linear attention; the softmax baselines run on the CPU");
+    const Config &c = model_.config;
+    const int steps = int(job.positions.size());
+    for (int i = 0; i < steps; ++i)
+      if (job.positions[size_t(i)] != i)
+        throw Error("the CUDA backend times the first positions of a rollout, in order");
+    std::vector<uint8_t> out(size_t(job.batch) * c.bytes_per_image());
+    Rollout r;
+    r.count = job.batch;
+    r.out = out.data();
+    r.positions = steps;
+    r.batch = job.batch;
+    StepTimes t;
+    t.info = run(r, job.progress);
+    t.seconds = t.info.seconds_steps;
+    t.memory_bytes_per_image = state_bytes_per_image(c, options_.state);
+    return t;
+  }
+
 private:
   const Model &model_;
   RunOptions options_;
+  bool graph_;
   Gpu gpu_;
   DeviceWeights weights_;
 };
@@ -460,8 +482,9 @@ private:
 
 std::string cuda_require_device() { return describe(require_device()); }
 
-std::unique_ptr<Backend> make_cuda_backend_here(const Model &m, const RunOptions &o) {
-  return std::make_unique<CudaBackend>(m, o);
+std::unique_ptr<Backend> make_cuda_backend_here(const Model &m, const RunOptions &o,
+                                                const Knobs &k) {
+  return std::make_unique<CudaBackend>(m, o, k);
 }
 
 struct CudaDecoder::Impl {
@@ -471,17 +494,19 @@ struct CudaDecoder::Impl {
   int rows;
   DeviceBatch mem;
   GpuOps ops;
-  Impl(const Model &m, int rows_, bool tf32)
-      : c(m.config), gpu(tf32 ? Gemm::Inputs::Tf32 : Gemm::Inputs::Fp32), w(m.weights, false),
-        rows(plan_batch(m.config, rows_, rows_, free_memory(), gpu.name)), mem(c, rows),
-        ops(gpu, c, w.view, mem.b, false) {}
+  Impl(const Model &m, int rows_, Precision precision)
+      : c(m.config), gpu(gemm_inputs(precision), ""), w(m.weights, precision),
+        rows(plan_batch(m.config, rows_, rows_, free_memory(), gpu.name, StateFormat::Fp32)),
+        mem(c, rows, StateFormat::Fp32), ops(gpu, c, w.view, mem.b, false) {}
 };
 
-CudaDecoder::CudaDecoder(const Model &m, int rows, bool tf32) {
+CudaDecoder::CudaDecoder(const Model &m, int rows, Precision precision) {
   check_supported(m.config);
   if (rows < 1)
     throw Error("CudaDecoder: rows must be at least 1");
-  impl_ = std::make_unique<Impl>(m, rows, tf32);
+  if (precision == Precision::Bf16)
+    throw Error("CudaDecoder: fp32 or tf32 (bf16 needs the GEMM inputs' scratch of a run)");
+  impl_ = std::make_unique<Impl>(m, rows, precision);
 }
 
 CudaDecoder::~CudaDecoder() = default;

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "../core/backend.h"
+#include "../model/backend.h"
 
 namespace tarnn {
 
@@ -18,12 +18,14 @@ namespace tarnn {
 std::string cuda_require_device();
 
 // The backend Engine uses for --device cuda.
-std::unique_ptr<Backend> make_cuda_backend_here(const Model &m, const RunOptions &o);
+std::unique_ptr<Backend> make_cuda_backend_here(const Model &m, const RunOptions &o,
+                                                const Knobs &k);
 
 // One step at a time, for tests that want the mixture parameters.
 class CudaDecoder {
 public:
-  CudaDecoder(const Model &m, int rows, bool tf32 = false);
+  // fp32 or tf32 GEMMs
+  CudaDecoder(const Model &m, int rows, Precision precision = Precision::Fp32);
   ~CudaDecoder();
   CudaDecoder(const CudaDecoder &) = delete;
   CudaDecoder &operator=(const CudaDecoder &) = delete;

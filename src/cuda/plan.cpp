@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "../core/batch.h"
+#include "../model/batch.h"
 #include "tarnn/error.h"
 #include "tarnn/run.h"
 
@@ -19,10 +19,9 @@ std::string gb(double bytes) {
 
 } // namespace
 
-int64_t cuda_bytes_per_image(const Config &c) {
-  const int64_t floats =
-      2 * c.d_model + 4 * c.d_attn() + c.d_ff + c.d_out() + c.state_floats_per_image();
-  return floats * 4 + 1 + 3 * int64_t(c.bytes_per_image()) + 8;
+int64_t cuda_bytes_per_image(const Config &c, StateFormat state) {
+  const int64_t floats = 2 * c.d_model + 4 * c.d_attn() + c.d_ff + c.d_out();
+  return floats * 4 + state_bytes_per_image(c, state) + 1 + 3 * int64_t(c.bytes_per_image()) + 8;
 }
 
 int64_t cuda_memory_reserve(int64_t free_bytes) {
@@ -30,26 +29,26 @@ int64_t cuda_memory_reserve(int64_t free_bytes) {
 }
 
 int plan_batch(const Config &c, int64_t requested, int64_t count, int64_t free_bytes,
-               const std::string &device) {
+               const std::string &device, StateFormat state) {
   if (requested < 0 || requested > kMaxBatch)
     throw Error("--batch must be in [1, " + std::to_string(kMaxBatch) + "] (0 or none: as many " +
                 "as fit in GPU memory) (got " + std::to_string(requested) + ")");
   const int64_t budget = free_bytes - cuda_memory_reserve(free_bytes);
-  auto fits = [&](int64_t rows) { return int64_t(batch_layout(c, rows).total) <= budget; };
+  auto fits = [&](int64_t rows) { return int64_t(batch_layout(c, rows, state).total) <= budget; };
   const int64_t want = std::max<int64_t>(1, count);
   if (requested > 0) {
     const int64_t rows = std::min(requested, want);
     if (!fits(rows))
       throw Error("--batch " + std::to_string(rows) + " needs " +
-                  gb(double(batch_layout(c, rows).total)) + " of GPU memory (" +
-                  std::to_string(c.state_bytes_per_image()) + " bytes of state per image), " +
+                  gb(double(batch_layout(c, rows, state).total)) + " of GPU memory (" +
+                  std::to_string(state_bytes_per_image(c, state)) + " bytes of state per image), " +
                   "but " + device + " has " + gb(double(free_bytes)) + " free and " +
                   gb(double(cuda_memory_reserve(free_bytes))) + " of it is kept spare; " +
                   "omit --batch to take what fits");
     return int(rows);
   }
   // As many as fit: the layout is affine in rows up to alignment, so estimate, then step down.
-  const int64_t per = cuda_bytes_per_image(c);
+  const int64_t per = cuda_bytes_per_image(c, state);
   int64_t rows = budget > 0 ? budget / per : 0;
   rows = std::min({rows, want, kMaxAutoBatch});
   while (rows > 0 && !fits(rows))
@@ -57,7 +56,7 @@ int plan_batch(const Config &c, int64_t requested, int64_t count, int64_t free_b
   if (rows < 1)
     throw Error("not even one image fits in GPU memory: " + device + " has " +
                 gb(double(free_bytes)) + " free and one image needs " +
-                gb(double(batch_layout(c, 1).total)) + " besides " +
+                gb(double(batch_layout(c, 1, state).total)) + " besides " +
                 gb(double(cuda_memory_reserve(free_bytes))) + " kept spare");
   return int(rows);
 }

@@ -5,12 +5,12 @@
 #include <cstdint>
 #include <string>
 
-#include "tarnn/config.h"
+#include "tarnn/numerics.h"
 
 namespace tarnn {
 
 // Device bytes one more image adds to a batch (state, activations, bytes), alignment aside.
-int64_t cuda_bytes_per_image(const Config &c);
+int64_t cuda_bytes_per_image(const Config &c, StateFormat state);
 
 // The most images an automatic batch holds: more gains nothing once the GPU is full, and it keeps
 // every index of a launch far from 32-bit limits.
@@ -24,6 +24,6 @@ int64_t cuda_memory_reserve(int64_t free_bytes);
 // and what is free; 0 is as many as fit (capped at count and kMaxAutoBatch). An Error too when
 // not even one image fits.
 int plan_batch(const Config &c, int64_t requested, int64_t count, int64_t free_bytes,
-               const std::string &device);
+               const std::string &device, StateFormat state);
 
 } // namespace tarnn

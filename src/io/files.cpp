@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/util.h"
 #include "files.h"
 #include "tarnn/error.h"
 #include "tarnn/io.h"
@@ -20,11 +21,6 @@ namespace {
 
 std::string os_error(const std::string &path, const char *what) {
   return path + ": " + what + ": " + std::strerror(errno);
-}
-
-std::string folder_of(const std::string &path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
 }
 
 std::string name_of(const std::string &path) {

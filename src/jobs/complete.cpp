@@ -73,7 +73,7 @@ ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vect
   for (int64_t i : index)
     if (i < 0 || i >= images.count)
       throw Error("image index " + std::to_string(i) + " is outside the file");
-  check_memory(3.0 * double(n * K) * double(T) + state_bytes(engine, n * K),
+  check_memory(3.0 * double(n * K) * double(T) + engine.host_state_bytes(n * K),
                std::to_string(n * K) + " completions (inputs, masks, outputs and the state)");
   // Row i * K + k of the job is completion k of index[i]: the input copied K times.
   std::vector<uint8_t> given(size_t(n * K) * T), mask(size_t(n * K) * T);

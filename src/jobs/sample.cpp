@@ -6,13 +6,6 @@
 
 namespace tarnn {
 
-// The state a run of `count` images holds in host memory (on a GPU it is the device's).
-double state_bytes(const Engine &engine, int64_t count) {
-  return engine.options().device == "cpu"
-             ? double(engine.batch_for(count)) * double(engine.config().state_bytes_per_image())
-             : 0.0;
-}
-
 ImageSet sample_images(Engine &engine, int64_t n, uint64_t seed, int64_t first,
                        const Progress &progress, int64_t batch) {
   if (n < 1 || n > kMaxSampleImages)
@@ -22,7 +15,7 @@ ImageSet sample_images(Engine &engine, int64_t n, uint64_t seed, int64_t first,
     throw Error("--first must be in [0, " + std::to_string(INT64_MAX - n) + "] for -n " +
                 std::to_string(n) + " (got " + std::to_string(first) + ")");
   const Config &c = engine.config();
-  check_memory(double(n) * c.bytes_per_image() + state_bytes(engine, n),
+  check_memory(double(n) * c.bytes_per_image() + engine.host_state_bytes(n),
                "sampling " + std::to_string(n) + " images (the images and the state)");
   ImageSet images{n, c.height, c.width, c.channels, {}};
   images.bytes.resize(size_t(n) * images.bytes_per_image());
@@ -40,7 +33,7 @@ std::vector<double> score_images(Engine &engine, const ImageSet &images, const P
   const Config &c = engine.config();
   if (images.height != c.height || images.width != c.width || images.channels != c.channels)
     throw Error("the images are not the model's size");
-  check_memory(double(images.count) * c.bytes_per_image() + state_bytes(engine, images.count),
+  check_memory(double(images.count) * c.bytes_per_image() + engine.host_state_bytes(images.count),
                "scoring " + std::to_string(images.count) + " images (a copy and the state)");
   std::vector<double> log_prob(size_t(images.count));
   std::vector<uint8_t> out(images.bytes.size());

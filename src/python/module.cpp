@@ -116,7 +116,9 @@ public:
     return d;
   }
   int64_t parameters() const { return engine_.config().parameter_count(); }
-  int64_t state_bytes() const { return engine_.config().state_bytes_per_image(); }
+  int64_t state_bytes() const {
+    return state_bytes_per_image(engine_.config(), engine_.options().state);
+  }
   std::string device() const { return engine_.device(); }
 
   py::array_t<uint8_t> sample(int64_t n, uint64_t seed, int64_t first, std::optional<int64_t> batch,
@@ -166,8 +168,8 @@ private:
   static RunOptions options(const std::string &device, std::optional<int> threads,
                             const std::string &precision, std::optional<int64_t> batch) {
     RunOptions o;
-    o.device = device;
-    o.precision = precision; // checked with the rest by the engine
+    o.device = parse_device(device);
+    o.precision = parse_precision(precision); // the rest checked by the engine
     o.threads = threads.value_or(0);
     if (threads && *threads < 1)
       bad("threads must be at least 1 (None: every core)");

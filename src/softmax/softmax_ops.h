@@ -1,5 +1,6 @@
-// The paper's softmax baselines on the CPU (docs/SPEC.md section 1), for the benchmark: the same
-// weights, the same GEMM and the same forward (core/forward.h); only the attention op differs.
+// The paper's softmax baselines (docs/SPEC.md section 1), for the benchmark: the same weights, the
+// same forward (model/forward.h) and any backend's host Kernels (model/host_ops.h: its GEMM and
+// LayerNorm); only the attention op differs.
 //   KvOps: a KV cache keeps every earlier key and value (memory grows with the position).
 //   RecomputeOps: the whole prefix p_0..p_t runs through every layer at every step, one row per
 //   position (the paper's "softmax" row: O(t) work at step t, O(L^2) per image).
@@ -7,10 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
-#include "../cpu/cpu_ops.h"
-#include "../cpu/decoder.h"
+#include "../model/decoder.h"
+#include "../model/host_ops.h"
 
 namespace tarnn {
 
@@ -39,14 +41,29 @@ private:
   std::vector<float> data_;
 };
 
-// Rows are images first, first + 1, ... of the cache; the step's position is params->t. Appends
-// position t's keys and values and attends over 0..t: whatever the cache holds at 0..t-1 is used,
-// so a benchmark may step at t without steps 0..t-1 first (the time does not depend on values).
-class KvOps : public CpuLinearOps<KvOps> {
+// One layer's attention over a KV cache for `rows` rows, images first, first + 1, ... of the cache,
+// at position b.params->t: appends the keys and values of t and attends over 0..t. `scores`:
+// room for L floats.
+void kv_attention(const Config &c, const StepBuffers &b, KvCache &cache, int first, int layer,
+                  int rows, float *scores);
+
+// One layer's causal attention over `rows` rows that are positions 0..rows-1 of one image; keys
+// and values: room for one layer's L x d_attn each; scores: L floats.
+void prefix_attention(const Config &c, const StepBuffers &b, int rows, float *keys, float *values,
+                      float *scores);
+
+// Rows are images first, first + 1, ... of the cache; the step's position is params->t. Whatever
+// the cache holds at 0..t-1 is used, so a benchmark may step at t without steps 0..t-1 first (the
+// time does not depend on values).
+template <class Kernels> class KvOps : public HostOps<KvOps<Kernels>, Kernels> {
 public:
-  KvOps(const Config &c, const ModelView<CpuLinear> &w, const StepBuffers &b, KvCache &cache,
-        int first);
-  void attention(int layer, int rows);
+  KvOps(const Config &c, const ModelView &w, const StepBuffers &b, Kernels k, KvCache &cache,
+        int first)
+      : HostOps<KvOps, Kernels>(c, w, b, k), cache_(cache), first_(first),
+        scores_(size_t(c.positions())) {}
+  void attention(int layer, int rows) {
+    kv_attention(this->c_, this->b_, cache_, first_, layer, rows, scores_.data());
+  }
 
 private:
   KvCache &cache_;
@@ -56,31 +73,52 @@ private:
 
 // Rows are the positions 0..rows-1 of one image: the embedding takes each row's own position,
 // and the attention is causal over the rows.
-class RecomputeOps : public CpuLinearOps<RecomputeOps> {
+template <class Kernels> class RecomputeOps : public HostOps<RecomputeOps<Kernels>, Kernels> {
 public:
-  RecomputeOps(const Config &c, const ModelView<CpuLinear> &w, const StepBuffers &b);
-  void embed(const ModelView<CpuLinear> &w, int rows);
-  void attention(int layer, int rows);
+  RecomputeOps(const Config &c, const ModelView &w, const StepBuffers &b, Kernels k)
+      : HostOps<RecomputeOps, Kernels>(c, w, b, k),
+        keys_(size_t(c.positions()) * size_t(c.d_attn())), values_(keys_.size()),
+        scores_(size_t(c.positions())) {}
+  void embed(const ModelView &w, int rows) {
+    this->b_.params->t = 0; // row p is position p: e_p = [E[p_p] | P[p]]
+    this->embed_positions(w, rows);
+  }
+  void attention(int layer, int rows) {
+    (void)layer; // keys and values are recomputed for every layer: nothing is kept
+    prefix_attention(this->c_, this->b_, rows, keys_.data(), values_.data(), scores_.data());
+  }
 
 private:
   std::vector<float> keys_, values_, scores_; // one layer's keys (transposed) and values
 };
 
+// The activations of a full-length prefix, which one step of one image holds at t = L - 1.
+int64_t recompute_bytes_per_image(const Config &c);
+
 // The paper's baseline as a decoder: keeps nothing between steps but the bytes the caller holds.
-class RecomputeDecoder {
+template <class Kernels> class RecomputeDecoder {
 public:
-  RecomputeDecoder(const Config &c, const ModelView<CpuLinear> &w, int rows);
+  RecomputeDecoder(const Config &c, const ModelView &w, int rows, Kernels k)
+      : c_(c), rows_(rows), prefix_(c, w, c.positions(), std::nullopt, k) {}
   // images: `rows` images of `stride` bytes. Runs p_0..p_t of each through every layer and
   // writes the mixture parameters of p_{t+1} to o ([rows, 3K]).
-  void step(int t, const uint8_t *images, int stride, float *o);
+  void step(int t, const uint8_t *images, int stride, float *o) {
+    const int L = c_.positions(), K3 = c_.d_out();
+    if (t < 0 || t >= L)
+      throw Error("position " + std::to_string(t) + " is outside [0, " + std::to_string(L) + ")");
+    const StepBuffers &b = prefix_.buffers();
+    for (int r = 0; r < rows_; ++r) { // one image's prefix at a time: t + 1 rows, every layer
+      std::memcpy(b.cur, images + size_t(r) * stride, size_t(t) + 1);
+      prefix_.forward_rows(t + 1);
+      std::memcpy(o + size_t(r) * K3, b.o + size_t(t) * K3, size_t(K3) * 4); // p_{t+1} only
+    }
+  }
   int rows() const { return rows_; }
-  // The activations of a full-length prefix, which one step of one image holds at t = L - 1.
-  static int64_t bytes_per_image(const Config &c);
 
 private:
   const Config &c_;
   int rows_;
-  Decoder<RecomputeOps> prefix_; // L rows: one image's prefix at a time
+  Decoder<RecomputeOps<Kernels>> prefix_; // L rows: one image's prefix at a time
 };
 
 } // namespace tarnn

@@ -1,4 +1,4 @@
-// The forward pass and the rollout (src/core) on the CPU backend in RNN mode against the PyTorch
+// The forward pass and the rollout (src/model) on the CPU backend in RNN mode against the PyTorch
 // parallel reference (goldens), the fast path against the plain path over a full rollout, and the
 // reproducibility contract of SPEC section 3.
 #include <cmath>
@@ -7,7 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "src/cpu/cpu_ops.h"
-#include "src/cpu/decoder.h"
+#include "src/engine/testing.h"
+#include "src/model/decoder.h"
 #include "tarnn/tarnn.h"
 #include "test_util.h"
 
@@ -16,33 +17,39 @@ using namespace tarnn_test;
 
 namespace {
 
-RunOptions run_options(int64_t batch, int threads, bool reference,
-                       const std::string &precision = "fp32") {
+RunOptions run_options(int64_t batch, int threads, Precision precision = Precision::Fp32) {
   RunOptions o;
   o.batch = batch;
   o.threads = threads;
-  o.reference = reference;
   o.precision = precision;
   return o;
+}
+
+// An engine on the packed GEMM, or with `reference` on the plain one.
+Engine engine_of(const Model &m, const RunOptions &o, bool reference) {
+  Knobs k;
+  k.reference_gemm = reference;
+  return engine_with(m, o, k);
 }
 
 // Teacher-forces the golden inputs through the decoder; checks every position's mixture
 // parameters and each image's bits/dim against tools/random_model.py's float64 reference
 // (expected.json; with bf16, expected-bf16.json: the reference with bf16 GEMM inputs).
 void check_golden(const std::string &dir, double param_tol, double bpd_tol, bool reference,
-                  const std::string &precision = "fp32", double mean_tol = 1.0) {
+                  Precision precision = Precision::Fp32, double mean_tol = 1.0) {
   const Model m = load_model(dir);
   const Config &c = m.config;
-  const CpuWeights w(m, precision == "bf16");
+  const CpuWeights w(m, precision);
   const ImageSet in = read_images(dir + "/inputs-idx-ubyte", c);
   const auto fp32 = nlohmann::json::parse(read_file(dir + "/expected.json"));
-  const auto expected =
-      precision == "bf16" ? nlohmann::json::parse(read_file(dir + "/expected-bf16.json")) : fp32;
+  const auto expected = precision == Precision::Bf16
+                            ? nlohmann::json::parse(read_file(dir + "/expected-bf16.json"))
+                            : fp32;
   const int n = int(in.count), K3 = c.d_out();
   const int limit = positions_unless_sanitized(100);
   const int T = c.bytes_per_image();                           // the images' stride
   const int last = limit < 0 ? T - 1 : std::min(T - 1, limit); // positions checked
-  Decoder<CpuOps> dec(c, w.view(), n, true, reference);
+  Decoder<CpuOps> dec(c, w.view(), n, StateFormat::Fp32, CpuKernels{reference});
   std::vector<uint8_t> cur(n);
   std::vector<float> o(size_t(n) * K3);
   double worst = 0, sum = 0;
@@ -71,14 +78,14 @@ void check_golden(const std::string &dir, double param_tol, double bpd_tol, bool
   job.given = in.bytes.data();
   job.out = out.data();
   job.log_prob = lp.data();
-  Engine(m, run_options(2, 2, reference, precision)).run(job);
+  engine_of(m, run_options(2, 2, precision), reference).run(job);
   double worst_bpd = 0;
   for (int r = 0; r < n; ++r) {
     const double bpd = -lp[r] / (c.positions() * std::log(2.0));
     const double want = expected["bits_per_dim"][r].get<double>();
     worst_bpd = std::max(worst_bpd, std::fabs(bpd - want));
     EXPECT_NEAR(bpd, want, bpd_tol) << "image " << r;
-    if (precision != "fp32") { // and it is that precision's model, not fp32's
+    if (precision != Precision::Fp32) { // and it is that precision's model, not fp32's
       EXPECT_LT(std::fabs(bpd - want), std::fabs(bpd - fp32["bits_per_dim"][r].get<double>()))
           << "image " << r;
     }
@@ -86,13 +93,13 @@ void check_golden(const std::string &dir, double param_tol, double bpd_tol, bool
   EXPECT_EQ(out, in.bytes); // teacher forcing reproduces the input
   std::printf("%s (%s): mixture-parameter error worst %.3g, mean %.3g over %d positions; "
               "bits/dim %.3g\n",
-              dir.c_str(), precision.c_str(), worst, mean, T - 1, worst_bpd);
+              dir.c_str(), name(precision), worst, mean, T - 1, worst_bpd);
 }
 
 // The images of a run; under the sanitizers, their first 100 positions (the rest stay 0).
 std::vector<uint8_t> sample(const Model &m, int64_t count, uint64_t seed, int batch, int threads,
                             int64_t first = 0, bool reference = false) {
-  Engine engine(m, run_options(batch, threads, reference));
+  Engine engine = engine_of(m, run_options(batch, threads), reference);
   std::vector<uint8_t> out(size_t(count) * m.config.bytes_per_image());
   Rollout job;
   job.count = count;
@@ -135,7 +142,7 @@ TEST(Parity, MnistSizeGoldenBf16) {
     GTEST_FAIL() << "TARNN_GOLDEN_MNIST is not set: run through ctest, whose fixture makes it";
   if (!std::filesystem::exists(mnist_golden() + "/config.json"))
     GTEST_SKIP() << mnist_golden() << " was not made (make_golden_mnist needs python3-torch)";
-  check_golden(mnist_golden(), 0.015, 1e-4, false, "bf16", 0.002);
+  check_golden(mnist_golden(), 0.015, 1e-4, false, Precision::Bf16, 0.002);
 }
 
 // The fast path (AVX-512 GEMM) and the plain path agree to the bit over a whole rollout of
@@ -168,10 +175,11 @@ TEST(Reproducibility, ImageIndexRangesSplitAJob) {
 TEST(Memory, StateIsConstantPerImageWhateverThePosition) {
   const Config c = Config::mnist();
   // 8 layers x 8 heads x (32 x 32 + 32) floats = 270,336 bytes, as the paper's size implies
-  EXPECT_EQ(c.state_floats_per_image() * 4, 270336);
+  EXPECT_EQ(c.state_elements_per_image() * 4, 270336);
+  EXPECT_EQ(state_bytes_per_image(c, StateFormat::Fp32), 270336);
   const Model &m = mnist_random();
-  const CpuWeights w(m);
-  EXPECT_EQ((Decoder<CpuOps>(c, w.view(), 10, true, false).state_bytes()), 10 * 270336);
+  const CpuWeights w(m, Precision::Fp32);
+  EXPECT_EQ((Decoder<CpuOps>(c, w.view(), 10, StateFormat::Fp32).state_bytes()), 10 * 270336);
 }
 
 // Every default is resolved in one place, with one meaning for 0 on every device and command.
@@ -180,24 +188,22 @@ TEST(RunOptions, DefaultsAndBadValues) {
   const RunOptions d = resolve_run_options(c, RunOptions{});
   EXPECT_EQ(d.batch, kDefaultCpuBatch);
   EXPECT_GE(d.threads, 1); // 0: every core
-  EXPECT_EQ(resolve_run_options(c, run_options(7, 3, false)).batch, 7);
-  EXPECT_EQ(resolve_run_options(c, run_options(7, 3, false)).threads, 3);
-  EXPECT_THROW(resolve_run_options(c, run_options(-1, 1, false)), Error);
-  EXPECT_THROW(resolve_run_options(c, run_options(kMaxBatch + 1, 1, false)), Error);
-  EXPECT_THROW(resolve_run_options(c, run_options(1, -1, false)), Error);
-  EXPECT_THROW(resolve_run_options(c, run_options(1, kMaxThreads + 1, false)), Error);
-  EXPECT_THROW(resolve_run_options(c, run_options(4'000'000, 1, false)), Error); // 1 TB of state
-  RunOptions tpu;
-  tpu.device = "tpu";
-  EXPECT_THROW(resolve_run_options(c, tpu), Error);
+  EXPECT_EQ(resolve_run_options(c, run_options(7, 3)).batch, 7);
+  EXPECT_EQ(resolve_run_options(c, run_options(7, 3)).threads, 3);
+  EXPECT_THROW(resolve_run_options(c, run_options(-1, 1)), Error);
+  EXPECT_THROW(resolve_run_options(c, run_options(kMaxBatch + 1, 1)), Error);
+  EXPECT_THROW(resolve_run_options(c, run_options(1, -1)), Error);
+  EXPECT_THROW(resolve_run_options(c, run_options(1, kMaxThreads + 1)), Error);
+  EXPECT_THROW(resolve_run_options(c, run_options(4'000'000, 1)), Error); // 1 TB of state
+  EXPECT_THROW(parse_device("tpu"), Error);
   RunOptions gpu;
-  gpu.device = "cuda";
+  gpu.device = Device::Cuda;
   EXPECT_EQ(resolve_run_options(c, gpu).batch, 0); // what fits, known when a job runs
 }
 
 // A worker's failure is an Error on the calling thread, not a crash, and the engine stays usable.
 TEST(Engine, ProgressThatThrowsStopsTheRunAndTheEngineStaysUsable) {
-  Engine engine(load_model(small_golden()), run_options(2, 2, false));
+  Engine engine(load_model(small_golden()), run_options(2, 2));
   int calls = 0;
   EXPECT_THROW(sample_images(engine, 50, 1, 0,
                              [&](int64_t, int64_t) {

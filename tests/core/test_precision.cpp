@@ -5,6 +5,7 @@
 #include <cmath>
 #include <gtest/gtest.h>
 
+#include "src/engine/testing.h"
 #include "tarnn/tarnn.h"
 #include "test_util.h"
 
@@ -27,33 +28,36 @@ const Model &model() {
   return m;
 }
 
-Engine engine(const std::string &precision, int batch, int threads, bool reference = false) {
+Engine engine(Precision precision, int batch, int threads, bool reference = false) {
   RunOptions o;
   o.precision = precision;
   o.batch = batch;
   o.threads = threads;
-  o.reference = reference;
-  return Engine(model(), o);
+  Knobs k;
+  k.reference_gemm = reference;
+  return engine_with(model(), o, k);
 }
 
 } // namespace
 
 TEST(PrecisionBf16, SameImagesForAnyBatchAndThreadCount) {
-  Engine a = engine("bf16", 6, 1), b = engine("bf16", 1, 1), c = engine("bf16", 4, 2);
+  Engine a = engine(Precision::Bf16, 6, 1), b = engine(Precision::Bf16, 1, 1),
+         c = engine(Precision::Bf16, 4, 2);
   const ImageSet want = sample_images(a, 6, 11);
   EXPECT_EQ(sample_images(b, 6, 11).bytes, want.bytes);
   EXPECT_EQ(sample_images(c, 6, 11).bytes, want.bytes);
 }
 
 TEST(PrecisionBf16, FastPathEqualsTheReferenceOverAFullRollout) {
-  Engine fast = engine("bf16", 3, 1), ref = engine("bf16", 3, 1, /*reference=*/true);
+  Engine fast = engine(Precision::Bf16, 3, 1),
+         ref = engine(Precision::Bf16, 3, 1, /*reference=*/true);
   const ImageSet images = sample_images(fast, 3, 5);
   EXPECT_EQ(sample_images(ref, 3, 5).bytes, images.bytes);
   EXPECT_EQ(score_images(ref, images), score_images(fast, images)); // doubles, to the bit
 }
 
 TEST(PrecisionBf16, ScoresCloseToFp32ButRounded) {
-  Engine full = engine("fp32", 6, 2), half = engine("bf16", 6, 2);
+  Engine full = engine(Precision::Fp32, 6, 2), half = engine(Precision::Bf16, 6, 2);
   const ImageSet images = sample_images(full, 6, 3);
   const std::vector<double> a = score_images(full, images), b = score_images(half, images);
   double worst = 0, mean = 0;
@@ -68,11 +72,10 @@ TEST(PrecisionBf16, ScoresCloseToFp32ButRounded) {
 
 TEST(Precision, EachDeviceRefusesWhatItLacks) {
   const Config &c = model().config;
-  auto error_of = [&](const std::string &device, const std::string &precision, bool tf32) {
+  auto error_of = [&](Device device, Precision precision) {
     RunOptions o;
     o.device = device;
     o.precision = precision;
-    o.tf32 = tf32;
     try {
       resolve_run_options(c, o);
     } catch (const Error &e) {
@@ -80,11 +83,36 @@ TEST(Precision, EachDeviceRefusesWhatItLacks) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(error_of("cpu", "tf32", false).find("cuda only"), std::string::npos);
-  EXPECT_NE(error_of("cpu", "fp32", true).find("cuda only"), std::string::npos); // --tf32
-  EXPECT_NE(error_of("cpu", "fp16", false).find("not a precision"), std::string::npos);
-  EXPECT_NE(error_of("cpu", "bf16", true).find("disagree"), std::string::npos);
-  EXPECT_EQ(error_of("cpu", "bf16", false), "no error");
-  EXPECT_EQ(error_of("cuda", "bf16", false), "no error"); // tensor cores, fp32 sums
-  EXPECT_EQ(resolve_run_options(c, RunOptions{}).precision, "fp32");
+  EXPECT_EQ(error_of(Device::Cpu, Precision::Tf32),
+            "--precision tf32 runs on cuda only (TF32 is a GPU tensor-core format); the CPU has "
+            "fp32 and bf16");
+  EXPECT_EQ(error_of(Device::Cpu, Precision::Bf16), "no error");
+  EXPECT_EQ(error_of(Device::Cuda, Precision::Bf16), "no error"); // tensor cores, fp32 sums
+  EXPECT_EQ(resolve_run_options(c, RunOptions{}).precision, Precision::Fp32);
+}
+
+// Strings become numerics at the edges only, and back: every name parses to its value.
+TEST(Precision, NamesParseBackToTheirValues) {
+  for (Precision p : all_precisions())
+    EXPECT_EQ(parse_precision(name(p)), p);
+  for (Device d : all_devices())
+    EXPECT_EQ(parse_device(name(d)), d);
+  for (StateFormat s : all_state_formats())
+    EXPECT_EQ(parse_state_format(name(s)), s);
+  EXPECT_EQ(std::string(name(Precision::Bf16)), "bf16");
+  EXPECT_EQ(std::string(name(Device::Cuda)), "cuda");
+  auto error_of = [](auto parse, const char *s) {
+    try {
+      parse(s);
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of(parse_precision, "fp16"),
+            "--precision fp16: not a precision (fp32, bf16, or tf32 on cuda)");
+  EXPECT_NE(error_of(parse_device, "tpu").find("--device tpu is not available in this build"),
+            std::string::npos);
+  EXPECT_EQ(error_of(parse_state_format, "fp8"), "--state fp8: not a state format (fp32)");
+  EXPECT_EQ(state_bytes_per_image(Config::mnist(), StateFormat::Fp32), 270336);
 }

@@ -1,14 +1,14 @@
-// The known leading run in the parallel form (src/core/prefill.h) against the step-by-step
+// The known leading run in the parallel form (src/model/prefill.h) against the step-by-step
 // rollout: the same state after P positions, the same log-likelihoods and the same images, bit
 // for bit, for scoring (everything known), completion (the paper's top half, K samples sharing
 // one prefill) and masks whose leading runs differ.
 #include <cstring>
 #include <gtest/gtest.h>
 
-#include "src/core/prefill.h"
 #include "src/cpu/cpu_ops.h"
-#include "src/cpu/decoder.h"
 #include "src/cpu/threads.h"
+#include "src/model/decoder.h"
+#include "src/model/prefill.h"
 #include "tarnn/tarnn.h"
 #include "test_util.h"
 
@@ -46,23 +46,23 @@ ImageSet noise(const Config &c, int64_t n, uint32_t seed) {
 TEST(Prefill, StateAfterTheKnownHalfIsTheSteppedState) {
   const Model &m = mnist_random();
   const Config &c = m.config;
-  const CpuWeights w(m);
+  const CpuWeights w(m, Precision::Fp32);
   const ImageSet img = noise(c, 1, 3);
   const int P = positions_unless_sanitized(392) < 0 ? 392 : 64;
-  Decoder<CpuOps> stepped(c, w.view(), 1, true, false);
+  Decoder<CpuOps> stepped(c, w.view(), 1, StateFormat::Fp32);
   std::vector<float> o(size_t(c.d_out()));
   for (int t = 0; t < P; ++t)
     stepped.step(t, img.image(0) + t, o.data());
-  const BatchLayout layout = batch_layout(c, 128, 1);
+  const BatchLayout layout = batch_layout(c, 128, StateFormat::Fp32, 1);
   std::vector<double> memory(layout.total / 8 + 1);
   const StepBuffers b = step_buffers(memory.data(), layout);
   // on one thread, and on teams of 2 and 3 (GEMM and LayerNorm rows, attention heads split)
   for (int threads : {1, 2, 3}) {
     WorkerTeam team(threads);
-    PrefillOps pre(c, w.view(), b, false, threads > 1 ? &team : nullptr);
+    PrefillOps pre(c, w.view(), b, CpuKernels{}, threads > 1 ? &team : nullptr);
     std::vector<float> last;
     prefill_one(pre, c, img.image(0), P, last);
-    EXPECT_EQ(0, std::memcmp(b.state, stepped.buffers().state, size_t(c.state_bytes_per_image())))
+    EXPECT_EQ(0, std::memcmp(b.state, stepped.buffers().state, b.state_row_bytes))
         << threads << " threads";
     EXPECT_EQ(0, std::memcmp(last.data(), o.data(), o.size() * 4)) << threads; // o_{P-1}
   }

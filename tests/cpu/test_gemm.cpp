@@ -4,7 +4,7 @@
 #include <cstring>
 #include <gtest/gtest.h>
 
-#include "src/cpu/cpu_features.h"
+#include "kernels/cpu_features.h"
 #include "src/cpu/gemm.h"
 #include "src/cpu/gemm_bf16.h"
 

@@ -11,8 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "src/cpu/cpu_ops.h"
-#include "src/cpu/decoder.h"
 #include "src/cuda/cuda_backend.h"
+#include "src/engine/testing.h"
+#include "src/model/decoder.h"
 #include "tarnn/tarnn.h"
 #include "test_util.h"
 
@@ -55,17 +56,23 @@ const Model &mnist() {
   return m;
 }
 
-RunOptions on(const std::string &device, int64_t batch = 0, bool graph = true, bool tf32 = false) {
-  RunOptions o;
-  o.device = device;
-  o.batch = batch;
-  o.graph = graph;
-  o.tf32 = tf32;
+// What an engine is made with: the options, and the knob of CUDA graphs.
+struct On {
+  RunOptions run;
+  Knobs knobs;
+};
+
+On on(Device device, int64_t batch = 0, bool graph = true, Precision precision = Precision::Fp32) {
+  On o;
+  o.run.device = device;
+  o.run.batch = batch;
+  o.run.precision = precision;
+  o.knobs.graph = graph;
   return o;
 }
 
 std::vector<uint8_t> cpu_sample(const Model &m, int64_t n, uint64_t seed) {
-  Engine engine(m, on("cpu", n));
+  Engine engine(m, on(Device::Cpu, n).run);
   return sample_images(engine, n, seed).bytes;
 }
 
@@ -74,7 +81,7 @@ struct Outcome {
   std::vector<double> log_prob;
 };
 
-Outcome run_on(const RunOptions &o, const Model &m, int64_t n, uint64_t seed,
+Outcome run_on(const On &o, const Model &m, int64_t n, uint64_t seed,
                const uint8_t *given = nullptr, const uint8_t *known = nullptr, int64_t first = 0) {
   Outcome r{std::vector<uint8_t>(size_t(n) * m.config.bytes_per_image()), std::vector<double>(n)};
   Rollout job;
@@ -85,19 +92,19 @@ Outcome run_on(const RunOptions &o, const Model &m, int64_t n, uint64_t seed,
   job.known = known;
   job.out = r.images.data();
   job.log_prob = r.log_prob.data();
-  Engine(m, o).run(job);
+  engine_with(m, o.run, o.knobs).run(job);
   return r;
 }
 
 Outcome cuda_run(const Model &m, int64_t n, uint64_t seed, const uint8_t *given = nullptr,
                  const uint8_t *known = nullptr, int64_t batch = 0, int64_t first = 0,
                  bool graph = true) {
-  return run_on(on("cuda", batch, graph), m, n, seed, given, known, first);
+  return run_on(on(Device::Cuda, batch, graph), m, n, seed, given, known, first);
 }
 
 Outcome cpu_run(const Model &m, int64_t n, uint64_t seed, const uint8_t *given = nullptr,
                 const uint8_t *known = nullptr) {
-  return run_on(on("cpu", n), m, n, seed, given, known);
+  return run_on(on(Device::Cpu, n), m, n, seed, given, known);
 }
 
 double identical_fraction(const std::vector<uint8_t> &a, const std::vector<uint8_t> &b) {
@@ -156,8 +163,8 @@ TEST(CudaParity, MnistSizeMixtureParametersAndBitsPerDim) {
   const Config &c = m.config;
   const int n = 8, T = c.bytes_per_image(), K3 = c.d_out();
   const std::vector<uint8_t> images = cpu_sample(m, n, 5);
-  const CpuWeights w(m);
-  Decoder<CpuOps> cpu(c, w.view(), n, true, false);
+  const CpuWeights w(m, Precision::Fp32);
+  Decoder<CpuOps> cpu(c, w.view(), n, StateFormat::Fp32);
   CudaDecoder gpu(m, n);
   std::vector<uint8_t> cur(n);
   std::vector<float> o_cpu(size_t(n) * K3), o_gpu(size_t(n) * K3);
@@ -239,7 +246,7 @@ TEST(CudaTf32, RunsAndStaysClose) {
   const int n = 4;
   const std::vector<uint8_t> images = cpu_sample(m, n, 5);
   const Outcome a = cpu_run(m, n, 0, images.data());
-  const Outcome b = run_on(on("cuda", 0, true, /*tf32=*/true), m, n, 0, images.data());
+  const Outcome b = run_on(on(Device::Cuda, 0, true, Precision::Tf32), m, n, 0, images.data());
   for (int r = 0; r < n; ++r)
     EXPECT_NEAR(bpd(b.log_prob[r], m.config), bpd(a.log_prob[r], m.config), 0.02);
 }
@@ -255,8 +262,8 @@ TEST(CudaBf16, ScoresAsTheCpuBf16AndTheSameImagesForAnyBatch) {
   for (const Model *m : {&mnist(), &small}) {
     const int n = 4;
     const std::vector<uint8_t> images = cpu_sample(*m, n, 5);
-    RunOptions cpu = on("cpu", n), gpu = on("cuda"), gpu32 = on("cuda");
-    cpu.precision = gpu.precision = "bf16";
+    const On cpu = on(Device::Cpu, n, true, Precision::Bf16),
+             gpu = on(Device::Cuda, 0, true, Precision::Bf16), gpu32 = on(Device::Cuda);
     const Outcome a = run_on(cpu, *m, n, 0, images.data());
     const Outcome b = run_on(gpu, *m, n, 0, images.data());
     const Outcome c = run_on(gpu32, *m, n, 0, images.data());
@@ -269,8 +276,8 @@ TEST(CudaBf16, ScoresAsTheCpuBf16AndTheSameImagesForAnyBatch) {
     EXPECT_NE(b.log_prob, c.log_prob);
     EXPECT_EQ(b.images, images); // teacher forcing
   }
-  RunOptions o12 = on("cuda", 12), o5 = on("cuda", 5);
-  o12.precision = o5.precision = "bf16";
+  const On o12 = on(Device::Cuda, 12, true, Precision::Bf16),
+           o5 = on(Device::Cuda, 5, true, Precision::Bf16);
   const Outcome all = run_on(o12, mnist(), 12, 9);
   EXPECT_EQ(run_on(o5, mnist(), 12, 9).images, all.images);
 }
@@ -279,7 +286,7 @@ TEST(CudaBf16, ScoresAsTheCpuBf16AndTheSameImagesForAnyBatch) {
 // of the top half, prefilled, against the same run step by step. Each GEMM runs one algorithm for
 // every row count (gemm.h) and the positions kernels are the step kernels' arithmetic, so the
 // states should be the steps'; but the prefill scores the known bytes and draws the first
-// unknown one on the host (core/prefill.h), with the host's expf and logf where the steps use
+// unknown one on the host (model/prefill.h), with the host's expf and logf where the steps use
 // the device's (within 2 ulp): log-likelihoods to the CPU parity tolerance, and 99.9% of bytes.
 TEST(CudaPrefill, CompletionsAsStepByStep) {
   REQUIRE_CUDA_DEVICE();
@@ -287,8 +294,8 @@ TEST(CudaPrefill, CompletionsAsStepByStep) {
   const int n = 6;
   const std::vector<uint8_t> images = cpu_sample(m, n, 8);
   const std::vector<uint8_t> known = top_halves(m.config, n);
-  RunOptions steps = on("cuda", 3), prefilled = on("cuda", 3);
-  steps.prefill = false;
+  On steps = on(Device::Cuda, 3), prefilled = on(Device::Cuda, 3);
+  steps.run.prefill = false;
   const auto t0 = std::chrono::steady_clock::now();
   const Outcome a = run_on(prefilled, m, n, 4, images.data(), known.data());
   const double s_pre = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -302,7 +309,7 @@ TEST(CudaPrefill, CompletionsAsStepByStep) {
     if (known[i]) {
       ASSERT_EQ(a.images[i], images[i]) << i;
     }
-  const Outcome cpu = run_on(on("cpu", 3), m, n, 4, images.data(), known.data());
+  const Outcome cpu = run_on(on(Device::Cpu, 3), m, n, 4, images.data(), known.data());
   EXPECT_GE(identical_fraction(a.images, cpu.images), 0.999);
 }
 
@@ -321,7 +328,7 @@ TEST(CudaMemory, BatchThatCannotFitIsAClearError) {
   job.count = 4'000'000; // 1.1 TB of state: no GPU holds it; nothing is touched before the check
   job.out = out.data();
   try {
-    Engine(mnist(), on("cuda", 4'000'000)).run(job);
+    Engine(mnist(), on(Device::Cuda, 4'000'000).run).run(job);
     ADD_FAILURE() << "a 4,000,000-image batch ran";
   } catch (const Error &e) {
     const std::string what = e.what();
@@ -329,5 +336,5 @@ TEST(CudaMemory, BatchThatCannotFitIsAClearError) {
     std::printf("bad batch: %s\n", what.c_str());
   }
   EXPECT_THROW(CudaDecoder(mnist(), 4'000'000), Error);
-  EXPECT_THROW(Engine(mnist(), on("cuda", -1)), Error);
+  EXPECT_THROW(Engine(mnist(), on(Device::Cuda, -1).run), Error);
 }

@@ -1,5 +1,5 @@
 // The CUDA backend's host side, on any machine: the batch's memory layout and size planning, the
-// state indexing, and the forward and rollout (src/core) run with the kernels' CPU twins
+// state indexing, and the forward and rollout (src/model) run with the kernels' CPU twins
 // (src/cuda/twin_ops.h), which must reproduce the CPU backend to the bit. What these cannot see is
 // the device code itself: test_cuda.cpp checks that against the twins where a GPU is present.
 #include <cstring>
@@ -7,9 +7,9 @@
 #include <iterator>
 
 #include "kernels/linear_attention.h"
-#include "src/core/batch.h"
 #include "src/cuda/plan.h"
 #include "src/cuda/twin_ops.h"
+#include "src/model/batch.h"
 #include "tarnn/tarnn.h"
 #include "test_util.h"
 
@@ -38,7 +38,7 @@ struct Pair {
 };
 
 Pair both(const Model &m, Rollout job, int batch, const uint8_t *given = nullptr,
-          const uint8_t *known = nullptr, const std::string &precision = "fp32",
+          const uint8_t *known = nullptr, Precision precision = Precision::Fp32,
           bool twin_prefill = false) {
   const size_t n = size_t(job.count) * m.config.bytes_per_image();
   Pair p{std::vector<uint8_t>(n, 0xAB), std::vector<uint8_t>(n, 0xAB),
@@ -54,7 +54,7 @@ Pair both(const Model &m, Rollout job, int batch, const uint8_t *given = nullptr
   Engine(m, o).run(job);
   job.out = p.twin.data();
   job.log_prob = p.twin_lp.data();
-  run_twin(m, job, batch, precision == "bf16", twin_prefill);
+  run_twin(m, job, batch, precision, twin_prefill);
   return p;
 }
 
@@ -72,7 +72,7 @@ Rollout job_of(int64_t count, uint64_t seed, int64_t first = 0, int positions = 
 TEST(CudaPlan, LayoutIsAlignedDisjointAndHoldsTheSpecifiedState) {
   const Config c = Config::mnist();
   for (int64_t rows : {1, 7, 4096}) {
-    const BatchLayout l = batch_layout(c, rows);
+    const BatchLayout l = batch_layout(c, rows, StateFormat::Fp32);
     const size_t at[] = {l.x,   l.qkv, l.att,   l.y,     l.hid,      l.o,      l.state,
                          l.cur, l.out, l.given, l.known, l.log_prob, l.params, l.total};
     for (size_t i = 0; i + 1 < std::size(at); ++i) {
@@ -85,8 +85,9 @@ TEST(CudaPlan, LayoutIsAlignedDisjointAndHoldsTheSpecifiedState) {
     EXPECT_GE(l.total - l.params, sizeof(StepParams));
   }
   // one more image costs cuda_bytes_per_image, up to the alignment of 13 buffers
-  const int64_t per = cuda_bytes_per_image(c);
-  const int64_t step = int64_t(batch_layout(c, 1001).total - batch_layout(c, 1000).total);
+  const int64_t per = cuda_bytes_per_image(c, StateFormat::Fp32);
+  const int64_t step = int64_t(batch_layout(c, 1001, StateFormat::Fp32).total -
+                               batch_layout(c, 1000, StateFormat::Fp32).total);
   EXPECT_GE(step, per - 13 * 256);
   EXPECT_LE(step, per + 13 * 256);
   EXPECT_GT(per, 270336);
@@ -96,33 +97,39 @@ TEST(CudaPlan, LayoutIsAlignedDisjointAndHoldsTheSpecifiedState) {
 TEST(CudaPlan, AutomaticBatchIsWhatFits) {
   const Config c = Config::mnist();
   const int64_t free = int64_t(8) << 30;
-  const int b = plan_batch(c, 0, 1'000'000, free, "test GPU");
+  const int b = plan_batch(c, 0, 1'000'000, free, "test GPU", StateFormat::Fp32);
   const int64_t budget = free - cuda_memory_reserve(free);
-  EXPECT_LE(int64_t(batch_layout(c, b).total), budget);
-  EXPECT_GT(int64_t(batch_layout(c, b + 1).total), budget);
-  EXPECT_GT(b, 20000);                                     // about 7.3 GB / 280 KB
-  EXPECT_EQ(plan_batch(c, 0, 100, free, "test GPU"), 100); // no more than the images
-  EXPECT_EQ(plan_batch(c, 0, 1'000'000, int64_t(80) << 30, "g"), kMaxAutoBatch);
+  EXPECT_LE(int64_t(batch_layout(c, b, StateFormat::Fp32).total), budget);
+  EXPECT_GT(int64_t(batch_layout(c, b + 1, StateFormat::Fp32).total), budget);
+  EXPECT_GT(b, 20000); // about 7.3 GB / 280 KB
+  EXPECT_EQ(plan_batch(c, 0, 100, free, "test GPU", StateFormat::Fp32),
+            100); // no more than the images
+  EXPECT_EQ(plan_batch(c, 0, 1'000'000, int64_t(80) << 30, "g", StateFormat::Fp32), kMaxAutoBatch);
   // the paper's 10,000 images at once need about 2.8 GB
-  EXPECT_EQ(plan_batch(c, 10000, 10000, int64_t(4) << 30, "g"), 10000);
+  EXPECT_EQ(plan_batch(c, 10000, 10000, int64_t(4) << 30, "g", StateFormat::Fp32), 10000);
 }
 
 TEST(CudaPlan, RequestedBatchFitsOrIsAClearError) {
   const Config c = Config::mnist();
   const int64_t free = int64_t(8) << 30;
-  EXPECT_EQ(plan_batch(c, 4096, 1'000'000, free, "test GPU"), 4096);
-  EXPECT_EQ(plan_batch(c, 4096, 10, free, "test GPU"), 10); // capped at the images
-  const std::string e = error_of([&] { plan_batch(c, 100000, 1'000'000, free, "test GPU"); });
+  EXPECT_EQ(plan_batch(c, 4096, 1'000'000, free, "test GPU", StateFormat::Fp32), 4096);
+  EXPECT_EQ(plan_batch(c, 4096, 10, free, "test GPU", StateFormat::Fp32),
+            10); // capped at the images
+  const std::string e =
+      error_of([&] { plan_batch(c, 100000, 1'000'000, free, "test GPU", StateFormat::Fp32); });
   EXPECT_TRUE(contains(e, "--batch 100000 needs 28.") && contains(e, "GB of GPU memory") &&
               contains(e, "test GPU has 8.59 GB free") && contains(e, "omit --batch"))
       << e;
-  EXPECT_TRUE(contains(error_of([&] { plan_batch(c, -1, 10, free, "g"); }), "--batch must be"));
-  EXPECT_TRUE(contains(error_of([&] { plan_batch(c, kMaxBatch + 1, kMaxBatch + 1, free, "g"); }),
+  EXPECT_TRUE(contains(error_of([&] { plan_batch(c, -1, 10, free, "g", StateFormat::Fp32); }),
                        "--batch must be"));
-  EXPECT_TRUE(contains(error_of([&] { plan_batch(c, 0, 10, 256 << 20, "tiny GPU"); }),
-                       "not even one image fits"));
+  EXPECT_TRUE(contains(
+      error_of([&] { plan_batch(c, kMaxBatch + 1, kMaxBatch + 1, free, "g", StateFormat::Fp32); }),
+      "--batch must be"));
   EXPECT_TRUE(
-      contains(error_of([&] { plan_batch(c, 0, 10, 0, "full GPU"); }), "not even one image fits"));
+      contains(error_of([&] { plan_batch(c, 0, 10, 256 << 20, "tiny GPU", StateFormat::Fp32); }),
+               "not even one image fits"));
+  EXPECT_TRUE(contains(error_of([&] { plan_batch(c, 0, 10, 0, "full GPU", StateFormat::Fp32); }),
+                       "not even one image fits"));
 }
 
 TEST(CudaPlan, StateBlocksAreContiguousPerImage) {
@@ -137,7 +144,7 @@ TEST(CudaPlan, StateBlocksAreContiguousPerImage) {
         EXPECT_EQ(state_block_offset(i, l, h, c.n_layers, c.n_heads, c.d_head), next);
         next += size_t(c.d_head + 1) * c.d_head;
       }
-  EXPECT_EQ(next, size_t(c.state_floats_per_image()) * 4);
+  EXPECT_EQ(next, size_t(c.state_elements_per_image()) * 4);
 }
 
 // The attention kernels' twin (their phases, run thread by thread) against linear_attention_step
@@ -215,13 +222,14 @@ TEST(CudaTwins, PlanCompletesMaskedImagesAsTheCpuBackend) {
 TEST(CudaTwins, PlanInBf16AsTheCpuBackend) {
   const Model small = load_model(small_golden());
   const ImageSet in = read_images(small_golden() + "/inputs-idx-ubyte", small.config);
-  const Pair scored = both(small, job_of(in.count, 0), 2, in.bytes.data(), nullptr, "bf16");
+  const Pair scored =
+      both(small, job_of(in.count, 0), 2, in.bytes.data(), nullptr, Precision::Bf16);
   EXPECT_EQ(scored.cpu_lp, scored.twin_lp);
   EXPECT_NE(scored.twin_lp, both(small, job_of(in.count, 0), 2, in.bytes.data()).twin_lp);
-  const Pair sampled = both(small, job_of(7, 99, 5), 3, nullptr, nullptr, "bf16");
+  const Pair sampled = both(small, job_of(7, 99, 5), 3, nullptr, nullptr, Precision::Bf16);
   EXPECT_EQ(sampled.cpu, sampled.twin);
   const Model mnist = random_model(Config::mnist(), 42);
-  const Pair p = both(mnist, job_of(3, 11, 0, 12), 2, nullptr, nullptr, "bf16");
+  const Pair p = both(mnist, job_of(3, 11, 0, 12), 2, nullptr, nullptr, Precision::Bf16);
   EXPECT_EQ(p.cpu, p.twin);
 }
 
@@ -241,13 +249,13 @@ TEST(CudaTwins, PlanPrefillsAsTheCpuBackend) {
     for (int r = 0; r < 4; ++r) // image r knows its first (r + 1) * step bytes, image 4 none
       for (int t = 0; t < (r + 1) * step; ++t)
         known[size_t(r) * T + t] = 1;
-    for (const char *precision : {"fp32", "bf16"}) {
-      if (m == &mnist && std::string(precision) == "bf16")
+    for (Precision precision : {Precision::Fp32, Precision::Bf16}) {
+      if (m == &mnist && precision == Precision::Bf16)
         continue;
       Rollout job = job_of(n, 3, 0, m == &mnist ? 24 : -1);
       const Pair p = both(*m, job, 2, given.data(), known.data(), precision, true);
-      EXPECT_EQ(p.cpu, p.twin) << precision;
-      EXPECT_EQ(p.cpu_lp, p.twin_lp) << precision;
+      EXPECT_EQ(p.cpu, p.twin) << name(precision);
+      EXPECT_EQ(p.cpu_lp, p.twin_lp) << name(precision);
     }
   }
 }

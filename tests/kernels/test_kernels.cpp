@@ -341,8 +341,8 @@ Case layernorm_case() {
                   });
                 } else if (w == Where::Cpu) {
                   *secs += timed_cpu(reps, [&] {
-                    residual_layernorm_rows(x.data(), residual ? y.data() : nullptr, wt.data(),
-                                            nb.data(), rows, n);
+                    CpuKernels{}.add_norm(x.data(), residual ? y.data() : nullptr, wt.data(),
+                                          nb.data(), rows, n);
                   });
                 }
 #ifdef TARNN_TEST_CUDA

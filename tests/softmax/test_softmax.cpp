@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/softmax_attention.h"
+#include "src/cpu/cpu_ops.h"
 #include "src/softmax/softmax_ops.h"
 #include "tarnn/tarnn.h"
 #include "test_util.h"
@@ -60,10 +61,10 @@ void check_golden(const std::string &dir, const Model &m, Step step, double tol)
 void check_kv_golden(const std::string &dir, double tol) {
   const Model m = load_model(dir);
   EXPECT_EQ(m.config.attention, "softmax");
-  const CpuWeights w(m);
+  const CpuWeights w(m, Precision::Fp32);
   const int n = int(read_images(dir + "/inputs-idx-ubyte", m.config).count);
   KvCache cache(m.config, n, m.config.positions());
-  Decoder<KvOps> dec(m.config, w.view(), n, false, cache, 0);
+  Decoder<KvOps<CpuKernels>> dec(m.config, w.view(), n, std::nullopt, CpuKernels{}, cache, 0);
   const int T = m.config.bytes_per_image();
   std::vector<uint8_t> cur(n);
   check_golden(
@@ -81,11 +82,11 @@ void check_kv_golden(const std::string &dir, double tol) {
 // call the same softmax_attention on the same keys and values).
 void expect_kv_equals_recompute(const Model &m, int n, int steps) {
   const Config &c = m.config;
-  const CpuWeights w(m);
+  const CpuWeights w(m, Precision::Fp32);
   const int T = c.bytes_per_image(), K3 = c.d_out();
   KvCache cache(c, n, c.positions());
-  Decoder<KvOps> kv(c, w.view(), n, false, cache, 0);
-  RecomputeDecoder re(c, w.view(), n);
+  Decoder<KvOps<CpuKernels>> kv(c, w.view(), n, std::nullopt, CpuKernels{}, cache, 0);
+  RecomputeDecoder<CpuKernels> re(c, w.view(), n, CpuKernels{});
   std::vector<uint8_t> img_kv(size_t(n) * T, 0), img_re(size_t(n) * T, 0), cur(n);
   std::vector<float> o_kv(size_t(n) * K3), o_re(size_t(n) * K3);
   for (int t = 0; t < steps; ++t) {
@@ -119,8 +120,8 @@ TEST(SoftmaxParity, KvCacheMatchesPyTorchAtMnistSize) {
 
 TEST(SoftmaxParity, RecomputeMatchesPyTorch) {
   const Model m = load_model(softmax_golden());
-  const CpuWeights w(m);
-  RecomputeDecoder dec(m.config, w.view(), 3);
+  const CpuWeights w(m, Precision::Fp32);
+  RecomputeDecoder<CpuKernels> dec(m.config, w.view(), 3, CpuKernels{});
   const int T = m.config.bytes_per_image();
   check_golden(
       softmax_golden(), m,
@@ -148,10 +149,10 @@ TEST(SoftmaxParity, KvCacheEqualsRecomputeToTheBit) {
 // A benchmark steps the KV-cache decoder at a position without the steps before it.
 TEST(KvCache, StepsAtAnyPositionWithinItsCapacity) {
   const Model m = load_model(softmax_golden());
-  const CpuWeights w(m);
+  const CpuWeights w(m, Precision::Fp32);
   const int L = m.config.positions();
   KvCache cache(m.config, 2, L);
-  Decoder<KvOps> dec(m.config, w.view(), 2, false, cache, 0);
+  Decoder<KvOps<CpuKernels>> dec(m.config, w.view(), 2, std::nullopt, CpuKernels{}, cache, 0);
   const uint8_t bytes[2] = {0, 0};
   std::vector<float> o(2 * m.config.d_out());
   EXPECT_NO_THROW(dec.step(L - 1, bytes, o.data()));

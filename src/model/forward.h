@@ -9,53 +9,63 @@
 //   ops.sample(rows)                    p_{t+1}: the given byte where known, else a draw
 //   ops.advance()                       t += 1
 //
-// Ops::Linear is the backend's handle of a linear layer (packed panels on the CPU, device
-// pointers on CUDA); ops.buffers() the batch's memory (core/batch.h). The order of the arithmetic
-// inside an op is the backend's; it is shared with the op's CPU twin in kernels/.
+// ops.buffers() is the batch's memory (model/batch.h). The order of the arithmetic inside an op is
+// the backend's; it is shared with the op's CPU twin in kernels/.
 #pragma once
 
 #include <vector>
 
 #include "batch.h"
 #include "tarnn/model.h"
+#include "tarnn/numerics.h"
 
 namespace tarnn {
+
+// A linear layer as every backend holds it: one description, whatever the precision. W is in the
+// precision's storage and the layout the backend's GEMM reads (the CPU: packed panels of fp32 or
+// of bf16 pairs; CUDA: device memory, [out, in], fp32 or bf16 bits); its bias is fp32.
+struct LinearWeights {
+  Precision precision = Precision::Fp32;
+  int out = 0, in = 0;
+  const void *w = nullptr;      // the backend's own form of W, in `precision`
+  const float *b = nullptr;     // [out], in the backend's memory
+  const float *w_ref = nullptr; // W [out, in] fp32 as loaded, in host memory: the reference GEMMs
+                                // (null where the backend has none)
+};
 
 struct NormView {
   const float *w, *b;
 };
 
-template <class Lin> struct LayerView {
-  Lin qkv, out, ff1, ff2; // q, k and v are one stacked linear: one GEMM
+struct LayerView {
+  LinearWeights qkv, out, ff1, ff2; // q, k and v are one stacked linear: one GEMM
   NormView norm1, norm2;
 };
 
 // The weights as one backend sees them: tables and norms as pointers into its memory, linear
-// layers as its own handles.
-template <class Lin> struct ModelView {
+// layers in its form.
+struct ModelView {
   const float *value_embedding, *pos;
-  std::vector<LayerView<Lin>> layers;
+  std::vector<LayerView> layers;
   NormView final_norm;
-  Lin predictor;
+  LinearWeights predictor;
 };
 
 // The view of `W`: place(vector) says where a table lives in the backend's memory, linear(Linear)
-// makes the backend's handle.
-template <class Lin, class Place, class MakeLinear>
-ModelView<Lin> make_view(const Weights &W, Place &&place, MakeLinear &&linear) {
+// makes the backend's form of a layer.
+template <class Place, class MakeLinear>
+ModelView make_view(const Weights &W, Place &&place, MakeLinear &&linear) {
   auto norm = [&](const Norm &n) { return NormView{place(n.w), place(n.b)}; };
-  ModelView<Lin> v{
-      place(W.value_embedding), place(W.pos), {}, norm(W.final_norm), linear(W.predictor)};
+  ModelView v{place(W.value_embedding), place(W.pos), {}, norm(W.final_norm), linear(W.predictor)};
   for (const LayerWeights &l : W.layers)
-    v.layers.push_back(LayerView<Lin>{linear(l.qkv), linear(l.out), linear(l.ff1), linear(l.ff2),
-                                      norm(l.norm1), norm(l.norm2)});
+    v.layers.push_back(LayerView{linear(l.qkv), linear(l.out), linear(l.ff1), linear(l.ff2),
+                                 norm(l.norm1), norm(l.norm2)});
   return v;
 }
 
 // One post-norm layer (SPEC section 1) over `rows` rows of b.x, in place.
 template <class Ops>
-void layer_forward(Ops &ops, const Config &c, const LayerView<typename Ops::Linear> &w, int layer,
-                   int rows) {
+void layer_forward(Ops &ops, const Config &c, const LayerView &w, int layer, int rows) {
   const StepBuffers &b = ops.buffers();
   ops.linear(w.qkv, b.x, b.qkv, rows, Act::None);
   ops.attention(layer, rows);
@@ -68,8 +78,7 @@ void layer_forward(Ops &ops, const Config &c, const LayerView<typename Ops::Line
 
 // Feeds b.cur (p_t, t = b.params->t) through the network: b.o = the mixture parameters of
 // p_{t+1} ([rows, 3K]: logits | means | log scales).
-template <class Ops>
-void forward(Ops &ops, const Config &c, const ModelView<typename Ops::Linear> &w, int rows) {
+template <class Ops> void forward(Ops &ops, const Config &c, const ModelView &w, int rows) {
   const StepBuffers &b = ops.buffers();
   ops.embed(w, rows);
   for (int l = 0; l < c.n_layers; ++l)
@@ -80,8 +89,7 @@ void forward(Ops &ops, const Config &c, const ModelView<typename Ops::Linear> &w
 
 // One whole step: forward, then p_{t+1} of every row, then the next position. The sequence a
 // CUDA graph captures.
-template <class Ops>
-void step(Ops &ops, const Config &c, const ModelView<typename Ops::Linear> &w, int rows) {
+template <class Ops> void step(Ops &ops, const Config &c, const ModelView &w, int rows) {
   forward(ops, c, w, rows);
   ops.sample(rows);
   ops.advance();

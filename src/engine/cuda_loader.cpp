@@ -1,10 +1,12 @@
-// Finds and loads libtarnn_cuda.so (cuda/plugin_api.h) the first time --device cuda is asked for.
+// Finds and loads libtarnn_cuda.so (model/plugin_api.h) the first time --device cuda is asked for.
 #include <dlfcn.h>
 #include <mutex>
 #include <sys/stat.h>
 #include <vector>
 
-#include "../cuda/plugin_api.h"
+#include "../base/util.h"
+#include "../model/plugin_api.h"
+#include "cuda_loader.h"
 #include "tarnn/error.h"
 #include "tarnn/version.h"
 
@@ -15,11 +17,6 @@ namespace {
 constexpr const char *kPlugin = "libtarnn_cuda.so";
 
 std::string plugin_version() { return std::string(version()) + " " + git_commit(); }
-
-std::string folder_of(const std::string &path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
 
 // Where to look: $TARNN_CUDA_PLUGIN, then beside the code of this library (the binary, or a
 // shared libtarnn), its ../lib, the build tree, and the install prefix.
@@ -98,8 +95,8 @@ bool cuda_built() {
 
 std::string cuda_device() { return plugin().device(); }
 
-std::unique_ptr<Backend> make_cuda_backend(const Model &m, const RunOptions &o) {
-  return plugin().make_backend(m, o);
+std::unique_ptr<Backend> make_cuda_backend(const Model &m, const RunOptions &o, const Knobs &k) {
+  return plugin().make_backend(m, o, k);
 }
 
 } // namespace tarnn

@@ -50,7 +50,7 @@ double prefill_one(Pre &pre, const Config &c, const uint8_t *bytes, int P,
                    std::vector<float> &last) {
   const StepBuffers &b = pre.buffers();
   const int K3 = c.d_out();
-  pre.zero(b.state, size_t(c.state_bytes_per_image()));
+  pre.zero(b.state, b.state_row_bytes);
   std::vector<float> o(size_t(b.rows) * K3);
   double lp = 0;
   for (int t0 = 0; t0 < P; t0 += b.rows) {
@@ -83,7 +83,7 @@ int prefill(Ops &ops, Pre &pre, const Config &c, const Rollout &job, int64_t ima
     return 0;
   const StepBuffers &b = ops.buffers();
   const int T = c.bytes_per_image();
-  const size_t state = size_t(c.state_bytes_per_image());
+  const size_t state = b.state_row_bytes;
   std::vector<uint8_t> row(static_cast<size_t>(T)), cur(static_cast<size_t>(n)),
       out(static_cast<size_t>(n) * T);
   std::vector<double> lp(static_cast<size_t>(n));

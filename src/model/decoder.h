@@ -1,24 +1,27 @@
 // One position at a time for a fixed set of rows on host memory, with any host Ops (CpuOps, the
 // softmax baselines' KvOps, the CUDA twin): what the benchmark times and the parity tests feed.
-// The rollout (core/rollout.h) is what runs jobs; this is its single step, exposed.
+// The rollout (model/rollout.h) is what runs jobs; this is its single step, exposed.
 #pragma once
 
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
-#include "../core/forward.h"
+#include "forward.h"
 #include "tarnn/error.h"
 
 namespace tarnn {
 
 template <class Ops> class Decoder {
 public:
-  // `rows` rows, each with a state when `with_state`; Ops is made as Ops(c, w, buffers, extra...).
+  // `rows` rows, each with a state in `state` (none: nullopt, a softmax baseline); Ops is made as
+  // Ops(c, w, buffers, extra...).
   template <class... Extra>
-  Decoder(const Config &c, const ModelView<typename Ops::Linear> &w, int rows, bool with_state,
+  Decoder(const Config &c, const ModelView &w, int rows, std::optional<StateFormat> state,
           Extra &&...extra)
-      : c_(c), w_(w), layout_(batch_layout(c, rows, with_state ? rows : 0)),
+      : c_(c), w_(w),
+        layout_(batch_layout(c, rows, state.value_or(StateFormat::Fp32), state ? rows : 0)),
         memory_(layout_.total / sizeof(double) + 1), b_(step_buffers(memory_.data(), layout_)),
         ops_(c, w, b_, std::forward<Extra>(extra)...) {}
   Decoder(const Decoder &) = delete;
@@ -45,7 +48,7 @@ public:
 
 private:
   const Config &c_;
-  const ModelView<typename Ops::Linear> &w_;
+  const ModelView &w_;
   BatchLayout layout_;
   std::vector<double> memory_; // 8-byte aligned, zeroed
   StepBuffers b_;

@@ -1,7 +1,12 @@
-// The ops of core/forward.h and core/rollout.h that every host-memory backend shares: the CPU
+// The ops of model/forward.h and model/rollout.h that every host-memory backend shares: the CPU
 // backend, the softmax baselines and the CUDA backend's CPU twin. Each is the CPU twin of its
-// CUDA kernel (kernels/*.h), so the CPU and the GPU run the same element code. A derived class
-// adds `linear` and `attention`, the two ops in which they differ (CRTP: no virtual calls).
+// CUDA kernel (kernels/*.h), so the CPU and the GPU run the same element code.
+//
+// Two policies make a backend's host ops:
+//   Kernels  linear(l, x, y, rows, act)        y = act(x W^T + b), the backend's GEMM
+//            add_norm(x, y, w, b, rows, n)     x = LayerNorm(x + y), in the instruction set it has
+//   Derived  attention(layer, rows)            the attention form and its memory (CRTP: no
+//                                              virtual calls), and any op it runs its own way
 #pragma once
 
 #include <cstring>
@@ -9,33 +14,31 @@
 #include "../../kernels/embedding.h"
 #include "../../kernels/residual_layernorm.h"
 #include "../../kernels/sample_bytes.h"
-#include "../core/forward.h"
+#include "forward.h"
 
 namespace tarnn {
 
-// kernels/residual_layernorm.h's twin over `rows` rows, in the instruction set this CPU has
-// (cpu_kernels.cpp).
-void residual_layernorm_rows(float *x, const float *y, const float *w, const float *b, int rows,
-                             int n);
-
-template <class Derived, class Lin> class HostOps {
+template <class Derived, class Kernels> class HostOps {
 public:
-  using Linear = Lin;
-
-  HostOps(const Config &c, const ModelView<Lin> &w, const StepBuffers &b) : c_(c), w_(w), b_(b) {}
+  HostOps(const Config &c, const ModelView &w, const StepBuffers &b, Kernels k = {})
+      : c_(c), w_(w), b_(b), k_(k) {}
 
   const StepBuffers &buffers() const { return b_; }
-  const ModelView<Lin> &view() const { return w_; }
+  const ModelView &view() const { return w_; }
+  const Kernels &kernels() const { return k_; }
 
-  void embed(const ModelView<Lin> &w, int rows) {
+  void embed(const ModelView &w, int rows) {
     embedding_cpu(b_.x, w.value_embedding, w.pos, b_.cur, b_.params, rows, c_.d_model);
   }
   // For ops whose rows are consecutive positions of one image: row r at position params->t + r.
-  void embed_positions(const ModelView<Lin> &w, int rows) {
+  void embed_positions(const ModelView &w, int rows) {
     embedding_cpu(b_.x, w.value_embedding, w.pos, b_.cur, b_.params, rows, c_.d_model, true);
   }
+  void linear(const LinearWeights &l, const float *x, float *y, int rows, Act act) {
+    k_.linear(l, x, y, rows, act);
+  }
   void add_norm(float *x, const float *y, NormView n, int rows) {
-    residual_layernorm_rows(x, y, n.w, n.b, rows, c_.d_model);
+    k_.add_norm(x, y, n.w, n.b, rows, c_.d_model);
   }
   void sample(int rows) {
     sample_bytes_cpu(b_.o, c_.mixtures, b_.given, b_.known, c_.bytes_per_image(), b_.cur, b_.out,
@@ -59,8 +62,17 @@ public:
 
 protected:
   const Config &c_;
-  const ModelView<Lin> &w_;
+  const ModelView &w_;
   const StepBuffers &b_;
+  Kernels k_;
+};
+
+// The plain LayerNorm of kernels/residual_layernorm.h: a Kernels' add_norm where nothing faster is
+// wanted (the CUDA twin).
+struct PlainNorm {
+  void add_norm(float *x, const float *y, const float *w, const float *b, int rows, int n) const {
+    residual_layernorm_cpu(x, y, w, b, rows, n);
+  }
 };
 
 } // namespace tarnn

@@ -45,7 +45,7 @@ void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook
   for (int64_t image0 = 0; image0 < job.count; image0 += b.rows) {
     const int n = int(std::min<int64_t>(b.rows, job.count - image0));
     const size_t first = size_t(image0) * T, bytes = size_t(n) * T;
-    ops.zero(b.state, size_t(n) * size_t(c.state_bytes_per_image()));
+    ops.zero(b.state, size_t(n) * b.state_row_bytes);
     ops.zero(b.log_prob, size_t(n) * 8);
     StepParams p;
     p.has_given = job.given != nullptr;

@@ -7,31 +7,33 @@
 #include <cstdint>
 
 #include "../../kernels/step_params.h"
-#include "tarnn/config.h"
+#include "tarnn/numerics.h"
 
 namespace tarnn {
 
 // Byte offsets of a batch's buffers inside one allocation (each 256-byte aligned), for `rows`
 // images: activations x [rows, d_model], qkv [rows, 3 d_attn], att [rows, d_attn],
-// y [rows, d_model], hid [rows, d_ff], o [rows, 3K]; the state [rows, state_floats_per_image]
-// (kernels/linear_attention.h: state_block_offset); bytes cur [rows], out/given/known [rows, T];
-// log_prob [rows]; RNG keys [rows]; and the step parameters.
+// y [rows, d_model], hid [rows, d_ff], o [rows, 3K]; the state [rows, state_elements_per_image]
+// in the run's StateFormat (kernels/linear_attention.h: state_block_offset); bytes cur [rows],
+// out/given/known [rows, T]; log_prob [rows]; RNG keys [rows]; and the step parameters.
 struct BatchLayout {
   int64_t rows = 0;
   size_t x = 0, qkv = 0, att = 0, y = 0, hid = 0, o = 0, state = 0, cur = 0, out = 0, given = 0,
          known = 0, log_prob = 0, keys = 0, params = 0, total = 0;
-  size_t state_bytes = 0; // S and z of all rows: rows * state_floats_per_image * 4, no more
+  size_t state_row_bytes = 0; // S and z of one image (state_bytes_per_image)
+  size_t state_bytes = 0;     // of all rows with a state, no more
 };
 
 // `state_rows` images get a state (the softmax baselines keep theirs elsewhere: 0).
-BatchLayout batch_layout(const Config &c, int64_t rows, int64_t state_rows);
-inline BatchLayout batch_layout(const Config &c, int64_t rows) {
-  return batch_layout(c, rows, rows);
+BatchLayout batch_layout(const Config &c, int64_t rows, StateFormat format, int64_t state_rows);
+inline BatchLayout batch_layout(const Config &c, int64_t rows, StateFormat format) {
+  return batch_layout(c, rows, format, rows);
 }
 
 // The buffers of a layout placed at `base`.
 struct StepBuffers {
-  int rows = 0; // capacity
+  int rows = 0;               // capacity
+  size_t state_row_bytes = 0; // S and z of one image
   float *x, *qkv, *att, *y, *hid, *o, *state;
   uint8_t *cur, *out, *given, *known;
   double *log_prob;

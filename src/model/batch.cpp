@@ -10,7 +10,7 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 } // namespace
 
-BatchLayout batch_layout(const Config &c, int64_t rows, int64_t state_rows) {
+BatchLayout batch_layout(const Config &c, int64_t rows, StateFormat format, int64_t state_rows) {
   BatchLayout l;
   l.rows = rows;
   const size_t n = size_t(rows), T = size_t(c.bytes_per_image());
@@ -25,7 +25,8 @@ BatchLayout batch_layout(const Config &c, int64_t rows, int64_t state_rows) {
   place(l.y, n * c.d_model * 4);
   place(l.hid, n * c.d_ff * 4);
   place(l.o, n * c.d_out() * 4);
-  l.state_bytes = size_t(state_rows) * size_t(c.state_bytes_per_image());
+  l.state_row_bytes = size_t(state_bytes_per_image(c, format));
+  l.state_bytes = size_t(state_rows) * l.state_row_bytes;
   place(l.state, l.state_bytes);
   place(l.cur, n);
   place(l.out, n * T);
@@ -45,6 +46,7 @@ StepBuffers step_buffers(void *base, const BatchLayout &l) {
   auto u = [&](size_t at) { return reinterpret_cast<uint8_t *>(m + at); };
   StepBuffers b;
   b.rows = int(l.rows);
+  b.state_row_bytes = l.state_row_bytes;
   b.x = f(l.x), b.qkv = f(l.qkv), b.att = f(l.att), b.y = f(l.y), b.hid = f(l.hid), b.o = f(l.o);
   b.state = f(l.state);
   b.cur = u(l.cur), b.out = u(l.out), b.given = u(l.given), b.known = u(l.known);

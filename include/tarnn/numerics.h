@@ -1,0 +1,46 @@
+// The numerics of a run as types: the device it runs on, the precision of its GEMMs and the format
+// its state S and z is stored in. Strings ("cuda", "bf16") are parsed into these at the edges only
+// (the command's flags, Python's arguments, the server's options, JSON) and named back from them;
+// below the Engine every choice is one of these enums. A new precision or state format is a new
+// enumerator and its row in src/engine/numerics.cpp, then the kernels of the backends that run it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config.h"
+
+namespace tarnn {
+
+enum class Device { Cpu, Cuda };
+
+// The GEMMs' arithmetic. Fp32: the exact reference. Tf32: TF32 tensor cores (cuda). Bf16: weights
+// and GEMM inputs rounded to bfloat16, products summed in fp32 (AVX512_BF16 on the CPU, tensor
+// cores on CUDA). phi, the state, LayerNorm, the mixture and the sampler are fp32 in every one.
+enum class Precision { Fp32, Bf16, Tf32 };
+
+// How S and z are stored between positions; the arithmetic on them is fp32 whatever the storage.
+enum class StateFormat { Fp32 };
+
+const char *name(Device d);      // "cpu", "cuda"
+const char *name(Precision p);   // "fp32", "tf32", "bf16"
+const char *name(StateFormat s); // "fp32"
+
+// Every value of each enum, in the order of the help texts.
+std::vector<Device> all_devices();
+std::vector<Precision> all_precisions();
+std::vector<StateFormat> all_state_formats();
+
+// The value a string names, or Error naming the flag and the values there are ("--precision fp16:
+// not a precision (fp32, bf16, or tf32 on cuda)").
+Device parse_device(const std::string &s);
+Precision parse_precision(const std::string &s);
+StateFormat parse_state_format(const std::string &s);
+
+// Bytes of one stored element of S or z, and the state of one image: S (d_head^2) and z (d_head)
+// of every layer and head, constant in the position. The one place a state's size is computed.
+int state_element_bytes(StateFormat s);
+int64_t state_bytes_per_image(const Config &c, StateFormat s);
+
+} // namespace tarnn

@@ -1,0 +1,14 @@
+// The CPU backend (engine/registry.h finds it): the images of a job split into one contiguous
+// share per thread, each share a rollout of CpuOps over its own batch memory.
+#pragma once
+
+#include <memory>
+
+#include "../model/backend.h"
+
+namespace tarnn {
+
+// `o` is resolved (resolve_run_options).
+std::unique_ptr<Backend> make_cpu_backend(const Model &m, const RunOptions &o, const Knobs &k);
+
+} // namespace tarnn

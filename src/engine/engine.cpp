@@ -1,0 +1,130 @@
+// Engine (include/tarnn/run.h): every run option resolved and checked in one place, against the
+// registry's row of the device asked for, then that device's backend.
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "registry.h"
+#include "tarnn/error.h"
+#include "testing.h"
+
+namespace tarnn {
+
+namespace {
+
+template <class E> bool has(const std::vector<E> &v, E e) {
+  return std::find(v.begin(), v.end(), e) != v.end();
+}
+
+template <class E> std::string names(const std::vector<E> &v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i)
+    s += std::string(i == 0 ? "" : i + 1 == v.size() ? " and " : ", ") + name(v[i]);
+  return s;
+}
+
+std::string upper(std::string s) {
+  for (char &ch : s)
+    ch = char(std::toupper(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+// "--precision tf32 runs on cuda only (...); the CPU has fp32 and bf16"
+std::string lacking(const char *flag, const std::string &value, const std::string &why,
+                    std::vector<Device> where, Device d, const std::string &it_has) {
+  std::string on;
+  for (Device e : where)
+    on += (on.empty() ? "" : ", ") + std::string(name(e));
+  return std::string(flag) + " " + value + " runs on " + on + " only" +
+         (why.empty() ? "" : " (" + why + ")") + "; the " + upper(name(d)) + " has " + it_has;
+}
+
+// The environment's one engine switch (docs/ENVIRONMENT.md): TARNN_GEMM, CUDA's comparisons.
+Knobs knobs_from_environment() {
+  Knobs k;
+  if (const char *gemm = std::getenv("TARNN_GEMM"))
+    k.cuda_gemm = gemm;
+  return k;
+}
+
+} // namespace
+
+RunOptions resolve_run_options(const Config &c, RunOptions o) {
+  const BackendEntry &device = backend_entry(o.device);
+  if (o.batch < 0 || o.batch > kMaxBatch)
+    throw Error("--batch must be in [0, " + std::to_string(kMaxBatch) +
+                "] (0: the device's default) (got " + std::to_string(o.batch) + ")");
+  if (o.threads < 0 || o.threads > kMaxThreads)
+    throw Error("--threads must be in [0, " + std::to_string(kMaxThreads) +
+                "] (0: every core) (got " + std::to_string(o.threads) + ")");
+  if (o.threads == 0)
+    o.threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (!has(device.precisions, o.precision)) {
+    std::vector<Device> where;
+    for (Device d : all_devices())
+      if (has(backend_entry(d).precisions, o.precision))
+        where.push_back(d);
+    throw Error(lacking("--precision", name(o.precision),
+                        o.precision == Precision::Tf32 ? "TF32 is a GPU tensor-core format" : "",
+                        where, o.device, names(device.precisions)));
+  }
+  if (!has(device.states, o.state)) {
+    std::vector<Device> where;
+    for (Device d : all_devices())
+      if (has(backend_entry(d).states, o.state))
+        where.push_back(d);
+    throw Error(lacking("--state", name(o.state), "", where, o.device, names(device.states)));
+  }
+  if (o.batch == 0)
+    o.batch = device.default_batch; // 0 stays 0: as many as fit, known when a job runs
+  if (device.host_state)
+    check_memory(double(o.batch) * double(state_bytes_per_image(c, o.state)),
+                 "--batch " + std::to_string(o.batch) + " (the state S and z of every image)");
+  return o;
+}
+
+Engine::Engine(Model model, const RunOptions &options)
+    : Engine(std::move(model), options, knobs_from_environment()) {}
+
+Engine::Engine(Model model, const RunOptions &options, const Knobs &knobs)
+    : model_(std::make_unique<const Model>(std::move(model))),
+      options_(resolve_run_options(model_->config, options)) {
+  if (model_->config.attention != "linear") // the backends step S and z; softmax needs a cache
+    throw Error(model_->source + ": config.json says attention \"" + model_->config.attention +
+                "\": sample, score and complete run linear attention in RNN mode only (bench " +
+                "--attention softmax runs such models)");
+  backend_ = backend_entry(options_.device).make(*model_, options_, knobs);
+}
+
+Engine engine_with(Model model, const RunOptions &options, const Knobs &knobs) {
+  return Engine(std::move(model), options, knobs);
+}
+
+Engine::~Engine() = default;
+Engine::Engine(Engine &&) noexcept = default;
+Engine &Engine::operator=(Engine &&) noexcept = default;
+
+std::string Engine::device() const { return backend_->device(); }
+
+int64_t Engine::batch_for(int64_t count) const { return backend_->batch_for(count); }
+
+double Engine::host_state_bytes(int64_t count) const {
+  return backend_entry(options_.device).host_state
+             ? double(batch_for(count)) * double(state_bytes_per_image(config(), options_.state))
+             : 0.0;
+}
+
+RunInfo Engine::run(const Rollout &job, const Progress &progress) {
+  if (job.count < 0 || (job.count > 0 && !job.out))
+    throw Error("a rollout needs a count >= 0 and an output buffer");
+  if (!job.seeds != !job.images)
+    throw Error("a rollout's per-image RNG keys need both seeds and images");
+  if (job.batch != 0) { // this job's own batch: checked as the Engine's was
+    RunOptions o = options_;
+    o.batch = job.batch;
+    resolve_run_options(model_->config, o);
+  }
+  return backend_->run(job, progress);
+}
+
+} // namespace tarnn

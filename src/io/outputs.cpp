@@ -1,0 +1,206 @@
+// include/tarnn/outputs.h: the sinks of generated images and the resume record.
+#include "tarnn/outputs.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../base/util.h"
+#include "tarnn/error.h"
+
+namespace tarnn {
+
+void check_output_file(const std::string &path) {
+  if (path.empty())
+    throw Error("an output path is empty");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw Error(path + ": cannot write: is a folder");
+  const std::string dir = folder_of(path);
+  if (::stat(dir.c_str(), &st) != 0)
+    throw Error(path + ": cannot write: " + dir + ": " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    throw Error(path + ": cannot write: " + dir + " is not a folder");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw Error(path + ": cannot write: " + dir + ": " + std::strerror(errno));
+}
+
+void make_output_folder(const std::string &dir) {
+  std::error_code e;
+  std::filesystem::create_directories(dir, e);
+  if (e || !std::filesystem::is_directory(dir))
+    throw Error(dir + ": cannot make the output folder: " +
+                (e ? e.message() : std::string("a file of that name is in the way")));
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw Error(dir + ": cannot write into the output folder: " + std::strerror(errno));
+}
+
+std::string image_png_name(int64_t index) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%08lld.png", static_cast<long long>(index));
+  return name;
+}
+
+std::string completion_png_name(int64_t index, int k) {
+  char name[48];
+  std::snprintf(name, sizeof name, "%08lld-%02d.png", static_cast<long long>(index), k);
+  return name;
+}
+
+void write_grid_png(const std::string &path, const ImageSet &picture, int scale) {
+  const ImageSet big =
+      scale_image(picture, scale > 0 ? scale : grid_scale(picture.width, picture.height));
+  write_png(path, big.width, big.height, big.channels, big.bytes.data());
+}
+
+ImageSet ImageSink::read_back(int64_t) const {
+  throw Error(where() + ": images written to it cannot be read back");
+}
+
+namespace {
+
+class GridSink : public ImageSink {
+public:
+  GridSink(const std::string &path, int64_t n, int height, int width, int channels, int cols,
+           int scale)
+      : path_(path), cols_(cols > 0 ? cols : grid_columns(n)), scale_(scale),
+        grid_bytes_(check_grid(n, height, width, channels, cols_)), all_{n,
+                                                                         height,
+                                                                         width,
+                                                                         channels,
+                                                                         {}} {
+    check_output_file(path);
+    all_.bytes.reserve(size_t(n) * all_.bytes_per_image());
+  }
+  void add(const ImageSet &images) override {
+    all_.bytes.insert(all_.bytes.end(), images.bytes.begin(), images.bytes.end());
+  }
+  void finish() override { write_grid_png(path_, make_grid(all_, cols_), scale_); }
+  double memory_bytes() const override {
+    return double(all_.count) * double(all_.bytes_per_image()) + 2.0 * double(grid_bytes_);
+  }
+  std::string where() const override { return path_; }
+
+private:
+  std::string path_;
+  int cols_, scale_;
+  int64_t grid_bytes_;
+  ImageSet all_; // every image, in order, until finish()
+};
+
+class PngFolderSink : public ImageSink {
+public:
+  PngFolderSink(const std::string &dir, int height, int width, int channels,
+                std::function<std::string(int64_t)> name, int64_t resume_from)
+      : dir_(dir), height_(height), width_(width), channels_(channels), name_(std::move(name)),
+        added_(std::max<int64_t>(resume_from, 0)) {
+    make_output_folder(dir);
+  }
+  void add(const ImageSet &images) override {
+    for (int64_t i = 0; i < images.count; ++i)
+      write_png(path(added_ + i), width_, height_, channels_, images.image(i));
+    added_ += images.count;
+  }
+  ImageSet read_back(int64_t count) const override {
+    ImageSet s{count, height_, width_, channels_, {}};
+    for (int64_t i = 0; i < count; ++i) {
+      const ImageSet one = read_images(path(i));
+      if (one.count != 1 || one.height != height_ || one.width != width_ ||
+          one.channels != channels_)
+        throw Error(path(i) + ": not an image of this run");
+      s.bytes.insert(s.bytes.end(), one.bytes.begin(), one.bytes.end());
+    }
+    return s;
+  }
+  std::string where() const override { return dir_; }
+
+private:
+  std::string path(int64_t i) const { return dir_ + "/" + name_(i); }
+  std::string dir_;
+  int height_, width_, channels_;
+  std::function<std::string(int64_t)> name_;
+  int64_t added_; // images in the folder: the next one added is added_
+};
+
+class NpySink : public ImageSink {
+public:
+  NpySink(const std::string &path, int64_t n, int height, int width, int channels,
+          int64_t resume_from)
+      : height_(height), width_(width), channels_(channels),
+        writer_((check_output_file(path), path), n, height, width, channels,
+                resume_from > 0 ? resume_from : -1) {}
+  void add(const ImageSet &images) override { writer_.append(images.bytes.data(), images.count); }
+  void finish() override { writer_.finish(); }
+  ImageSet read_back(int64_t count) const override {
+    ImageSet s = read_images(writer_.partial());
+    if (s.count < count || s.height != height_ || s.width != width_ || s.channels != channels_)
+      throw Error(writer_.partial() + ": not the images of this run");
+    s.count = count;
+    s.bytes.resize(size_t(count) * s.bytes_per_image());
+    return s;
+  }
+  std::string where() const override { return writer_.path(); }
+
+private:
+  int height_, width_, channels_;
+  NpyWriter writer_;
+};
+
+} // namespace
+
+std::unique_ptr<ImageSink> grid_sink(const std::string &path, int64_t n, int height, int width,
+                                     int channels, int cols, int scale) {
+  return std::make_unique<GridSink>(path, n, height, width, channels, cols, scale);
+}
+
+std::unique_ptr<ImageSink> png_folder_sink(const std::string &dir, int height, int width,
+                                           int channels, std::function<std::string(int64_t)> name,
+                                           int64_t resume_from) {
+  return std::make_unique<PngFolderSink>(dir, height, width, channels, std::move(name),
+                                         resume_from);
+}
+
+std::unique_ptr<ImageSink> npy_sink(const std::string &path, int64_t n, int height, int width,
+                                    int channels, int64_t resume_from) {
+  return std::make_unique<NpySink>(path, n, height, width, channels, resume_from);
+}
+
+ResumeRecord::ResumeRecord(std::string path, std::string run)
+    : path_(std::move(path)), run_(std::move(run)) {}
+
+int64_t ResumeRecord::load() {
+  std::vector<char> text;
+  if (FILE *f = std::fopen(path_.c_str(), "rb")) {
+    char buf[4096];
+    for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;)
+      text.insert(text.end(), buf, buf + got);
+    std::fclose(f);
+  } else {
+    return done_ = 0; // nothing written yet: start from the beginning
+  }
+  const nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("done"))
+    throw Error(path_ + ": not a tarnn run record");
+  const nlohmann::json run = nlohmann::json::parse(run_);
+  for (const auto &[key, value] : run.items())
+    if (!j.contains(key) || j[key] != value)
+      throw Error(path_ + ": was written by another run (" + key + " differs): --resume needs " +
+                  "the same model, -n, --seed, --first, --shard and outputs");
+  return done_ = j["done"].get<int64_t>();
+}
+
+void ResumeRecord::add(const ImageSet &images) {
+  done_ += images.count;
+  nlohmann::json j = nlohmann::json::parse(run_);
+  j["done"] = done_;
+  write_file_atomic(path_, j.dump(2) + "\n");
+}
+
+void ResumeRecord::finish() { std::remove(path_.c_str()); }
+
+} // namespace tarnn
