@@ -17,7 +17,7 @@
 namespace tarnn {
 
 // Floats before the state block of (image, layer, head): blocks of (d_head + 1) x d_head floats,
-// S row-major then z, ordered image, layer, head (core/batch.h: every backend's layout). An
+// S row-major then z, ordered image, layer, head (model/batch.h: every backend's layout). An
 // image's blocks are contiguous, so a chunk's first n images are one contiguous range.
 TARNN_HD size_t state_block_offset(int image, int layer, int head, int n_layers, int n_heads,
                                    int d_head) {

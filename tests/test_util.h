@@ -4,9 +4,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
+
+#include "tarnn/error.h"
 
 namespace tarnn_test {
 
@@ -43,6 +46,16 @@ inline std::vector<char> read_file(const std::string &path) {
 
 inline void write_file(const std::string &path, const std::vector<char> &data) {
   std::ofstream(path, std::ios::binary).write(data.data(), std::streamsize(data.size()));
+}
+
+// The one line a tarnn::Error says, or "(no error)".
+inline std::string error_of(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const tarnn::Error &e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 } // namespace tarnn_test

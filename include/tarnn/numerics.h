@@ -2,7 +2,8 @@
 // its state S and z is stored in. Strings ("cuda", "bf16") are parsed into these at the edges only
 // (the command's flags, Python's arguments, the server's options, JSON) and named back from them;
 // below the Engine every choice is one of these enums. A new precision or state format is a new
-// enumerator and its row in src/engine/numerics.cpp, then the kernels of the backends that run it.
+// enumerator and its row in src/model/numerics.cpp, then the kernels and the list of each backend
+// that runs it (docs/ARCHITECTURE.md, "Where a change goes").
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,13 @@ enum class StateFormat { Fp32 };
 const char *name(Device d);      // "cpu", "cuda"
 const char *name(Precision p);   // "fp32", "tf32", "bf16"
 const char *name(StateFormat s); // "fp32"
+
+// What each is, in a few words, and every value so described: "fp32 (exact reference), bf16 (...)
+// or tf32 (cuda)", for the help of the command and the bindings.
+const char *describe(Precision p);
+const char *describe(StateFormat s);
+std::string precision_help();
+std::string state_format_help();
 
 // Every value of each enum, in the order of the help texts.
 std::vector<Device> all_devices();

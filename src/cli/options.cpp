@@ -81,6 +81,7 @@ RunOptions RunArgs::options() const {
   RunOptions o = run;
   o.device = parse_device(device);
   o.precision = parse_precision(precision);
+  o.state = parse_state_format(state);
   if (tf32 && o.precision == Precision::Fp32) // fp32 is the default: --tf32 alone
     o.precision = Precision::Tf32;
   if (tf32 && o.precision != Precision::Tf32)
@@ -97,9 +98,9 @@ void add_run_options(CLI::App *cmd, RunArgs &a) {
   add_number<int>(cmd, "--threads", run.threads, "CPU threads (0, the default: every core)", 0,
                   kMaxThreads);
   cmd->add_option("--device", a.device, "backend: cpu or cuda")->capture_default_str();
-  cmd->add_option("--precision", a.precision,
-                  "the GEMMs: fp32 (exact reference), bf16 (bfloat16 inputs, fp32 sums; the state "
-                  "stays fp32) or tf32 (cuda)")
+  cmd->add_option("--precision", a.precision, "the GEMMs: " + precision_help())
+      ->capture_default_str();
+  cmd->add_option("--state", a.state, "how S and z are stored: " + state_format_help())
       ->capture_default_str();
   cmd->add_flag("--tf32", a.tf32, "cuda: the same as --precision tf32");
   cmd->add_flag("--no-prefill{false}", run.prefill,

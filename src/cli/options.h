@@ -48,11 +48,12 @@ nlohmann::json json_header(const std::string &command);
 // "1 image", "2 images".
 std::string count_of(int64_t n, const char *one, const char *many);
 
-// --batch --threads --device --precision --tf32 --no-prefill: the numerics as the strings given,
-// parsed into the library's RunOptions by options() (tarnn::Error as the library's: exit 1).
+// --batch --threads --device --precision --state --tf32 --no-prefill: the numerics as the strings
+// given, parsed into the library's RunOptions by options() (tarnn::Error as the library's: exit 1).
 struct RunArgs {
   RunOptions run;
-  std::string device = name(Device::Cpu), precision = name(Precision::Fp32);
+  std::string device = name(Device::Cpu), precision = name(Precision::Fp32),
+              state = name(StateFormat::Fp32);
   bool tf32 = false; // the older --tf32 flag: --precision tf32
   RunOptions options() const;
 };

@@ -1,11 +1,11 @@
 // tarnn serve: the interactive completion page and its JSON API on this machine
-// (include/tarnn/serve.h, docs/SERVE.md). Ctrl-C (SIGINT) or SIGTERM ends it gracefully.
+// (src/serve/serve.h, docs/SERVE.md). Ctrl-C (SIGINT) or SIGTERM ends it gracefully.
 #include <csignal>
 #include <cstdio>
 #include <memory>
 
+#include "../serve/serve.h"
 #include "options.h"
-#include "tarnn/serve.h"
 
 namespace tarnn::cli {
 

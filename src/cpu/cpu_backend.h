@@ -3,10 +3,15 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "../model/backend.h"
 
 namespace tarnn {
+
+// What the CPU's kernels run: its GEMMs' precisions (cpu_ops.h: CpuKernels) and state formats.
+inline const std::vector<Precision> kCpuPrecisions = {Precision::Fp32, Precision::Bf16};
+inline const std::vector<StateFormat> kCpuStates = {StateFormat::Fp32};
 
 // `o` is resolved (resolve_run_options).
 std::unique_ptr<Backend> make_cpu_backend(const Model &m, const RunOptions &o, const Knobs &k);

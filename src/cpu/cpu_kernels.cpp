@@ -71,7 +71,7 @@ __attribute__((target("avx512f"))) inline void phi_avx512(const float *u, float 
 
 // The attention of every row and of heads [h0, h1) of one layer: phi of the row's q and k (A wide
 // each) first, then linear_attention_update per head. one_state: the rows are consecutive
-// positions of ONE image (core/prefill.h), walked in row order through one state; else each row is
+// positions of ONE image (model/prefill.h), walked in row order through one state; else each row is
 // an image with its own. Heads are independent: any split of them gives the same bits. kAvx512:
 // phi 16 lanes at a time (phi_avx512), else element by element.
 template <bool kAvx512>

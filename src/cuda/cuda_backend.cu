@@ -119,11 +119,10 @@ struct Gpu {
   cublasHandle_t blas = nullptr;
   void *workspace = nullptr;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  // null: cuBLAS's own choice per size. Knobs::cuda_gemm "cublas" or "unfused" (bias and ReLU in
-  // their own kernel) are for comparisons (docs/CUDA.md), not for use; bf16 always runs Gemm.
+  // null: cuBLAS's own choice per size (CudaGemm::Cublas, for comparisons; bf16 always runs Gemm).
   std::unique_ptr<Gemm> gemm;
 
-  Gpu(Gemm::Inputs inputs, const std::string &gemm_choice) {
+  Gpu(Gemm::Inputs inputs, CudaGemm path) {
     const bool tf32 = inputs == Gemm::Inputs::Tf32;
     device = require_device();
     name = describe(device);
@@ -137,9 +136,9 @@ struct Gpu {
       blas_check(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
                  "cublasSetMathMode");
       compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-      if (gemm_choice != "cublas" || inputs == Gemm::Inputs::Bf16)
+      if (path != CudaGemm::Cublas || inputs == Gemm::Inputs::Bf16)
         gemm = std::make_unique<Gemm>(stream, workspace, kBlasWorkspace, inputs,
-                                      gemm_choice != "unfused");
+                                      path != CudaGemm::Unfused);
     } catch (...) {
       release();
       throw;
@@ -414,7 +413,7 @@ public:
                                  free_memory(), gpu_.name, options_.state);
     DeviceBatch mem(c, batch, options_.state);
     const bool bf16 = options_.precision == Precision::Bf16;
-    // the known leading bytes as rows of one pass (core/prefill.h), as on the CPU; --no-prefill:
+    // the known leading bytes as rows of one pass (model/prefill.h), as on the CPU; --no-prefill:
     // step by step (CudaPrefill.CompletionsAsStepByStep compares the two on a GPU)
     const bool prefill = options_.prefill;
     const int pre_rows = prefill ? std::min(kPrefillRows, c.positions()) : 0;
@@ -495,7 +494,7 @@ struct CudaDecoder::Impl {
   DeviceBatch mem;
   GpuOps ops;
   Impl(const Model &m, int rows_, Precision precision)
-      : c(m.config), gpu(gemm_inputs(precision), ""), w(m.weights, precision),
+      : c(m.config), gpu(gemm_inputs(precision), CudaGemm::Fixed), w(m.weights, precision),
         rows(plan_batch(m.config, rows_, rows_, free_memory(), gpu.name, StateFormat::Fp32)),
         mem(c, rows, StateFormat::Fp32), ops(gpu, c, w.view, mem.b, false) {}
 };

@@ -39,11 +39,18 @@ std::string lacking(const char *flag, const std::string &value, const std::strin
          (why.empty() ? "" : " (" + why + ")") + "; the " + upper(name(d)) + " has " + it_has;
 }
 
-// The environment's one engine switch (docs/ENVIRONMENT.md): TARNN_GEMM, CUDA's comparisons.
+// The environment's one engine switch (docs/ENVIRONMENT.md): TARNN_GEMM=cublas|unfused, CUDA's
+// GEMM paths for comparisons.
 Knobs knobs_from_environment() {
   Knobs k;
-  if (const char *gemm = std::getenv("TARNN_GEMM"))
-    k.cuda_gemm = gemm;
+  const char *gemm = std::getenv("TARNN_GEMM");
+  const std::string g = gemm ? gemm : "";
+  if (g == "cublas")
+    k.cuda_gemm = CudaGemm::Cublas;
+  else if (g == "unfused")
+    k.cuda_gemm = CudaGemm::Unfused;
+  else if (!g.empty())
+    throw Error("TARNN_GEMM=" + g + ": not a GEMM path (cublas, unfused; unset: the engine's)");
   return k;
 }
 

@@ -1,6 +1,7 @@
 #include "registry.h"
 
 #include "../cpu/cpu_backend.h"
+#include "../cuda/plan.h"
 #include "cuda_loader.h"
 #include "tarnn/error.h"
 

@@ -136,7 +136,7 @@ NpyWriter::NpyWriter(const std::string &path, int64_t n, int height, int width, 
     done_ = resume_from; // images past it (written, not yet recorded) are written again
     return;
   }
-  fd_ = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+  fd_ = ::open(part.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
   if (fd_ < 0)
     throw Error(os_error(part, "cannot write"), Error::Kind::File);
   if (::write(fd_, head.data(), head.size()) != ssize_t(head.size()))
@@ -168,6 +168,23 @@ void NpyWriter::append(const uint8_t *bytes, int64_t count) {
   if (::fdatasync(fd_) != 0) // what done() counts is on the disk: a resume may trust it
     throw Error(os_error(partial(), "cannot write (sync)"), Error::Kind::File);
   done_ += count;
+}
+
+std::vector<uint8_t> NpyWriter::read(int64_t count) const {
+  if (count < 0 || count > done_)
+    throw Error(partial() + ": holds " + std::to_string(done_) + " images, not " +
+                std::to_string(count));
+  std::vector<uint8_t> bytes(size_t(count) * size_t(per_image_));
+  for (size_t got = 0; got < bytes.size();) {
+    const ssize_t r =
+        ::pread(fd_, bytes.data() + got, bytes.size() - got, off_t(header_) + off_t(got));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      throw Error(os_error(partial(), "cannot read back"), Error::Kind::File);
+    got += size_t(r);
+  }
+  return bytes;
 }
 
 void NpyWriter::finish() {

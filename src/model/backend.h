@@ -12,15 +12,18 @@
 
 namespace tarnn {
 
+// cuda's GEMM path: one cuBLASLt algorithm per shape with bias and ReLU fused (the engine's), or
+// for comparisons (docs/CUDA.md) cuBLAS's own choice per size, or the bias and ReLU in their own
+// kernel. bf16 always runs the first.
+enum class CudaGemm { Fixed, Cublas, Unfused };
+
 // Switches for tests and comparisons: never set by a user, so not in RunOptions. The engine
 // reads the one that comes from the environment (TARNN_GEMM, docs/ENVIRONMENT.md); tests set the
 // others through engine/testing.h.
 struct Knobs {
   bool reference_gemm = false; // cpu: the plain reference GEMM instead of the packed one
   bool graph = true;           // cuda: replay each step as a CUDA graph (false: plain launches)
-  // cuda: "" (one cuBLASLt algorithm per shape, bias and ReLU fused), "cublas" (cuBLAS's own
-  // choice per size) or "unfused" (bias and ReLU in their own kernel); bf16 always runs the first
-  std::string cuda_gemm;
+  CudaGemm cuda_gemm = CudaGemm::Fixed;
 };
 
 // The attention the benchmark times with the model's weights: linear attention in RNN mode, or

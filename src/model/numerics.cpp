@@ -11,19 +11,39 @@ template <class E> struct Row {
   E value;
   const char *name;
   const char *listed; // as the error for an unknown name lists it
+  const char *what;   // for help texts
 };
 
-constexpr Row<Device> kDevices[] = {{Device::Cpu, "cpu", "cpu"}, {Device::Cuda, "cuda", "cuda"}};
-constexpr Row<Precision> kPrecisions[] = {{Precision::Fp32, "fp32", "fp32"},
-                                          {Precision::Bf16, "bf16", "bf16"},
-                                          {Precision::Tf32, "tf32", "or tf32 on cuda"}};
-constexpr Row<StateFormat> kStates[] = {{StateFormat::Fp32, "fp32", "fp32"}};
+constexpr Row<Device> kDevices[] = {{Device::Cpu, "cpu", "cpu", ""},
+                                    {Device::Cuda, "cuda", "cuda", ""}};
+constexpr Row<Precision> kPrecisions[] = {
+    {Precision::Fp32, "fp32", "fp32", "exact reference"},
+    {Precision::Bf16, "bf16", "bf16", "bfloat16 inputs, fp32 sums; the state stays fp32"},
+    {Precision::Tf32, "tf32", "or tf32 on cuda", "cuda"}};
+constexpr Row<StateFormat> kStates[] = {{StateFormat::Fp32, "fp32", "fp32", "the exact reference"}};
 
 template <class E, size_t N> const char *name_in(const Row<E> (&rows)[N], E value) {
   for (const Row<E> &r : rows)
     if (r.value == value)
       return r.name;
   throw Error("an enum value without a name"); // a row missing above: a bug, said plainly
+}
+
+template <class E, size_t N> const char *what_in(const Row<E> (&rows)[N], E value) {
+  for (const Row<E> &r : rows)
+    if (r.value == value)
+      return r.what;
+  throw Error("an enum value without a name");
+}
+
+template <class E, size_t N> std::string help_of(const Row<E> (&rows)[N]) {
+  std::string s;
+  for (size_t i = 0; i < N; ++i)
+    s += std::string(i == 0       ? ""
+                     : i + 1 == N ? " or "
+                                  : ", ") +
+         rows[i].name + " (" + rows[i].what + ")";
+  return s;
 }
 
 template <class E, size_t N> std::vector<E> values_in(const Row<E> (&rows)[N]) {
@@ -52,6 +72,11 @@ template <class E, size_t N> std::string listed(const Row<E> (&rows)[N]) {
 const char *name(Device d) { return name_in(kDevices, d); }
 const char *name(Precision p) { return name_in(kPrecisions, p); }
 const char *name(StateFormat s) { return name_in(kStates, s); }
+
+const char *describe(Precision p) { return what_in(kPrecisions, p); }
+const char *describe(StateFormat s) { return what_in(kStates, s); }
+std::string precision_help() { return help_of(kPrecisions); }
+std::string state_format_help() { return help_of(kStates); }
 
 std::vector<Device> all_devices() { return values_in(kDevices); }
 std::vector<Precision> all_precisions() { return values_in(kPrecisions); }

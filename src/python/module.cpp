@@ -102,8 +102,8 @@ Progress progress_for(bool bar, int64_t images, int positions) {
 class PyModel {
 public:
   PyModel(const std::string &path, const std::string &device, std::optional<int> threads,
-          const std::string &precision, std::optional<int64_t> batch)
-      : engine_(load_model(path), options(device, threads, precision, batch)) {}
+          const std::string &precision, std::optional<int64_t> batch, const std::string &state)
+      : engine_(load_model(path), options(device, threads, precision, batch, state)) {}
 
   py::dict config() const {
     const Config &c = engine_.config();
@@ -166,10 +166,12 @@ public:
 
 private:
   static RunOptions options(const std::string &device, std::optional<int> threads,
-                            const std::string &precision, std::optional<int64_t> batch) {
+                            const std::string &precision, std::optional<int64_t> batch,
+                            const std::string &state) {
     RunOptions o;
     o.device = parse_device(device);
-    o.precision = parse_precision(precision); // the rest checked by the engine
+    o.precision = parse_precision(precision);
+    o.state = parse_state_format(state); // the rest checked by the engine
     o.threads = threads.value_or(0);
     if (threads && *threads < 1)
       bad("threads must be at least 1 (None: every core)");
@@ -223,21 +225,26 @@ PYBIND11_MODULE(tarnn, m) {
   m.attr("__version__") = version();
   m.attr("git_commit") = git_commit();
 
+  static const std::string model_doc =
+      "Model(path, device='cpu', threads=None, precision='fp32', batch=None, state='fp32')\n\n"
+      "path: a model folder (config.json + model.safetensors).\n"
+      "device: 'cpu' or 'cuda'.\n"
+      "threads: CPU threads (None: every core).\n"
+      "precision: the GEMMs: " +
+      precision_help() +
+      ".\n"
+      "batch: images whose state is in memory at once (None: 256 on the CPU, what fits on "
+      "the GPU).\n"
+      "state: how S and z are stored: " +
+      state_format_help() + ".";
   py::class_<PyModel>(m, "Model",
                       "A model made ready on a device (weights loaded and laid out "
                       "once); its methods run the engine.")
       .def(py::init<const std::string &, const std::string &, std::optional<int>,
-                    const std::string &, std::optional<int64_t>>(),
+                    const std::string &, std::optional<int64_t>, const std::string &>(),
            py::arg("path"), py::arg("device") = "cpu", py::arg("threads") = py::none(),
-           py::arg("precision") = "fp32", py::arg("batch") = py::none(),
-           "Model(path, device='cpu', threads=None, precision='fp32', batch=None)\n\n"
-           "path: a model folder (config.json + model.safetensors).\n"
-           "device: 'cpu' or 'cuda'.\n"
-           "threads: CPU threads (None: every core).\n"
-           "precision: 'fp32', 'bf16' (bfloat16 GEMM inputs, fp32 sums and state) or 'tf32' "
-           "(cuda).\n"
-           "batch: images whose state is in memory at once (None: 256 on the CPU, what fits on "
-           "the GPU).")
+           py::arg("precision") = "fp32", py::arg("batch") = py::none(), py::arg("state") = "fp32",
+           model_doc.c_str())
       .def_property_readonly("config", &PyModel::config, "The model's config.json, as a dict.")
       .def_property_readonly("parameters", &PyModel::parameters,
                              "Parameter count (the stored positional table included).")

@@ -12,10 +12,12 @@ class Model:
     """A model made ready on a device (weights loaded and laid out once)."""
 
     def __init__(self, path: str, device: str = "cpu", threads: Optional[int] = None,
-                 precision: str = "fp32", batch: Optional[int] = None) -> None:
+                 precision: str = "fp32", batch: Optional[int] = None,
+                 state: str = "fp32") -> None:
         """path: a model folder (config.json + model.safetensors); device: 'cpu' or 'cuda';
-        threads: CPU threads (None: every core); batch: images in memory at once (None: 256 on
-        the CPU, what fits on the GPU). Raises OSError for files, ValueError for bad arguments
+        threads: CPU threads (None: every core); precision: the GEMMs, as `--precision`; batch:
+        images in memory at once (None: 256 on the CPU, what fits on the GPU); state: how S and
+        z are stored, as `--state` (help(tarnn.Model) lists both). Raises OSError for files, ValueError for bad arguments
         or contents, RuntimeError for the device."""
     @property
     def config(self) -> dict: ...

@@ -1,4 +1,4 @@
-// The HTTP side of tarnn serve (include/tarnn/serve.h): the page's files from the binary, the JSON
+// The HTTP side of tarnn serve (serve.h): the page's files from the binary, the JSON
 // API, and each run streamed as server-sent events. Nothing in a request names a file.
 #include <arpa/inet.h>
 #include <atomic>
@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "batcher.h"
+#include "serve.h"
 #include "tarnn/error.h"
-#include "tarnn/serve.h"
 #include "tarnn/version.h"
 
 namespace tarnn {

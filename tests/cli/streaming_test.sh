@@ -29,10 +29,10 @@ fi
 N=40 B=2
 [ -n "${TARNN_TEST_SANITIZED:-}" ] && N=8 B=1
 set -m # background runs start with SIGINT at its default
-expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/whole.npy" --out-dir "$work/whole" --batch $B --threads 1 --quiet
+expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/whole.npy" --out-dir "$work/whole" -o "$work/whole.png" --batch $B --threads 1 --quiet
 for attempt in 1 2 3; do
   rm -rf "$work/part.npy"* "$work/part"
-  "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" --batch $B --threads 1 >"$work/out" 2>"$work/err" &
+  "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" -o "$work/part.png" --batch $B --threads 1 >"$work/out" 2>"$work/err" &
   pid=$!
   # interrupt once the run record counts a written chunk (it exists before any image does)
   for _ in $(seq 1200); do
@@ -47,10 +47,12 @@ done
 [ $rc -eq 130 ] && ok || bad "interrupted run: exit $rc"
 grep -qE "interrupted \(signal 2\): [0-9]+ of $N images written; the same command with --resume" "$work/err" && ok || bad "interrupted run: $(cat "$work/err")"
 [ ! -e "$work/part.npy" ] && [ -e "$work/part.npy.partial" ] && ok || bad "an interrupted .npy must stay partial"
-expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" --batch $B --threads 1 --resume --json
+expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" -o "$work/part.png" --batch $B --threads 1 --resume --json
 $PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (0 < j['resumed_at'] < $N))" && ok || bad "--resume did not resume: $(cat "$work/out")"
 cmp -s "$work/whole.npy" "$work/part.npy" && ok || bad "--resume: other bytes than an uninterrupted run"
 diff -r "$work/whole" "$work/part" >/dev/null && ok || bad "--resume: other --out-dir files"
+# the grid holds the images written before the interruption, read back from the .npy's partial
+cmp -s "$work/whole.png" "$work/part.png" && ok || bad "--resume: another grid than an uninterrupted run"
 set +m
 echo '{"model": "x", "done": 1}' >"$work/r.npy.partial.json"
 expect_error "written by another run" "$TARNN" sample --model "$SMALL" -n 8 --seed 1 --npy "$work/r.npy" --resume

@@ -72,22 +72,17 @@ TEST(PrecisionBf16, ScoresCloseToFp32ButRounded) {
 
 TEST(Precision, EachDeviceRefusesWhatItLacks) {
   const Config &c = model().config;
-  auto error_of = [&](Device device, Precision precision) {
+  auto refusal = [&](Device device, Precision precision) {
     RunOptions o;
     o.device = device;
     o.precision = precision;
-    try {
-      resolve_run_options(c, o);
-    } catch (const Error &e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return error_of([&] { resolve_run_options(c, o); });
   };
-  EXPECT_EQ(error_of(Device::Cpu, Precision::Tf32),
+  EXPECT_EQ(refusal(Device::Cpu, Precision::Tf32),
             "--precision tf32 runs on cuda only (TF32 is a GPU tensor-core format); the CPU has "
             "fp32 and bf16");
-  EXPECT_EQ(error_of(Device::Cpu, Precision::Bf16), "no error");
-  EXPECT_EQ(error_of(Device::Cuda, Precision::Bf16), "no error"); // tensor cores, fp32 sums
+  EXPECT_EQ(refusal(Device::Cpu, Precision::Bf16), "(no error)");
+  EXPECT_EQ(refusal(Device::Cuda, Precision::Bf16), "(no error)"); // tensor cores, fp32 sums
   EXPECT_EQ(resolve_run_options(c, RunOptions{}).precision, Precision::Fp32);
 }
 
@@ -101,18 +96,11 @@ TEST(Precision, NamesParseBackToTheirValues) {
     EXPECT_EQ(parse_state_format(name(s)), s);
   EXPECT_EQ(std::string(name(Precision::Bf16)), "bf16");
   EXPECT_EQ(std::string(name(Device::Cuda)), "cuda");
-  auto error_of = [](auto parse, const char *s) {
-    try {
-      parse(s);
-    } catch (const Error &e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_EQ(error_of(parse_precision, "fp16"),
+  EXPECT_EQ(error_of([] { parse_precision("fp16"); }),
             "--precision fp16: not a precision (fp32, bf16, or tf32 on cuda)");
-  EXPECT_NE(error_of(parse_device, "tpu").find("--device tpu is not available in this build"),
-            std::string::npos);
-  EXPECT_EQ(error_of(parse_state_format, "fp8"), "--state fp8: not a state format (fp32)");
+  EXPECT_NE(
+      error_of([] { parse_device("tpu"); }).find("--device tpu is not available in this build"),
+      std::string::npos);
+  EXPECT_EQ(error_of([] { parse_state_format("fp8"); }), "--state fp8: not a state format (fp32)");
   EXPECT_EQ(state_bytes_per_image(Config::mnist(), StateFormat::Fp32), 270336);
 }

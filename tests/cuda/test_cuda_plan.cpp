@@ -22,15 +22,6 @@ bool contains(const std::string &s, const std::string &part) {
   return s.find(part) != std::string::npos;
 }
 
-std::string error_of(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "";
-}
-
 // A rollout on both: the CPU backend and the GPU plan on twins. Returns {cpu, twin} images.
 struct Pair {
   std::vector<uint8_t> cpu, twin;

@@ -1,13 +1,14 @@
 // tarnn serve: the paper's interactive completion demo over HTTP, on the user's own model
 // (docs/SERVE.md). One page and a small JSON API; requests from every client are merged into the
-// engine's batch by one queue. Built into libtarnn_serve (it needs cpp-httplib).
+// engine's batch by one queue. Built into libtarnn_serve (it needs cpp-httplib), which the command
+// links; not part of libtarnn's installed API.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
 
-#include "run.h"
+#include "tarnn/run.h"
 
 namespace tarnn {
 

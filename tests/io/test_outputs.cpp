@@ -1,0 +1,119 @@
+// The sinks of generated images (include/tarnn/outputs.h) that sample and complete share: the
+// exact file names, a grid written in chunks equal to the grid of all images at once, folders and
+// arrays that read back what they wrote (a resumed grid's source), and the resume record.
+#include <filesystem>
+#include <gtest/gtest.h>
+
+#include "tarnn/tarnn.h"
+#include "test_util.h"
+
+using namespace tarnn;
+using namespace tarnn_test;
+
+namespace {
+
+// n images of h x w x c, each byte a function of its place, so any misplaced one shows.
+ImageSet images(int64_t n, int h = 5, int w = 4, int c = 2, int salt = 0) {
+  ImageSet s{n, h, w, c, std::vector<uint8_t>(size_t(n) * h * w * c)};
+  for (size_t i = 0; i < s.bytes.size(); ++i)
+    s.bytes[i] = uint8_t(i * 7 + size_t(salt));
+  return s;
+}
+
+ImageSet slice(const ImageSet &s, int64_t first, int64_t count) {
+  ImageSet t{count, s.height, s.width, s.channels, {}};
+  t.bytes.assign(s.image(first), s.image(first) + size_t(count) * s.bytes_per_image());
+  return t;
+}
+
+} // namespace
+
+TEST(Outputs, FileNamesAreTheIndexInEightDigits) {
+  EXPECT_EQ(image_png_name(42), "00000042.png");
+  EXPECT_EQ(image_png_name(123456789), "123456789.png");
+  EXPECT_EQ(completion_png_name(42, 3), "00000042-03.png");
+}
+
+TEST(Outputs, GridInChunksIsTheGridOfAllImages) {
+  TempDir dir;
+  const ImageSet all = images(10);
+  auto grid = grid_sink(dir / "g.png", 10, 5, 4, 2, 0, 0);
+  EXPECT_GT(grid->memory_bytes(), double(all.bytes.size()));
+  grid->add(slice(all, 0, 3));
+  grid->add(slice(all, 3, 7));
+  grid->finish();
+  write_grid_png(dir / "want.png", make_grid(all, grid_columns(10)), 0);
+  EXPECT_EQ(read_file(dir / "g.png"), read_file(dir / "want.png"));
+  const ImageSet back = read_images(dir / "g.png");
+  EXPECT_EQ(back.width % make_grid(all, grid_columns(10)).width, 0); // scaled whole pixels
+}
+
+TEST(Outputs, PngFolderNamesEachImageAndReadsThemBack) {
+  TempDir dir;
+  const ImageSet all = images(5);
+  const std::string out = dir / "imgs";
+  auto folder = png_folder_sink(out, 5, 4, 2, [](int64_t i) { return image_png_name(100 + i); });
+  EXPECT_TRUE(std::filesystem::is_directory(out)); // made at once, before any image
+  folder->add(slice(all, 0, 2));
+  folder->add(slice(all, 2, 3));
+  EXPECT_TRUE(std::filesystem::exists(out + "/00000104.png"));
+  EXPECT_EQ(folder->read_back(5).bytes, all.bytes);
+  // a resumed folder goes on at the image after those already in it
+  auto resumed = png_folder_sink(
+      out, 5, 4, 2, [](int64_t i) { return image_png_name(100 + i); }, 5);
+  resumed->add(images(1, 5, 4, 2, 99));
+  EXPECT_TRUE(std::filesystem::exists(out + "/00000105.png"));
+  EXPECT_EQ(read_images(out + "/00000100.png").bytes, slice(all, 0, 1).bytes); // untouched
+}
+
+TEST(Outputs, NpyInChunksAndResumed) {
+  TempDir dir;
+  const ImageSet all = images(6);
+  {
+    auto npy = npy_sink(dir / "a.npy", 6, 5, 4, 2);
+    npy->add(slice(all, 0, 4));
+    EXPECT_EQ(npy->read_back(4).bytes, slice(all, 0, 4).bytes);
+  } // interrupted: a.npy.partial stays
+  EXPECT_FALSE(std::filesystem::exists(dir / "a.npy"));
+  auto npy = npy_sink(dir / "a.npy", 6, 5, 4, 2, 4);
+  npy->add(slice(all, 4, 2));
+  npy->finish();
+  EXPECT_EQ(read_images(dir / "a.npy").bytes, all.bytes);
+}
+
+TEST(Outputs, ResumeRecordCountsAndRefusesAnotherRun) {
+  TempDir dir;
+  const std::string path = dir / "run.json";
+  ResumeRecord record(path, R"({"seed": 1, "n": 10})");
+  EXPECT_EQ(record.load(), 0); // no record: from the start
+  record.add(images(3));
+  record.add(images(4));
+  EXPECT_EQ(ResumeRecord(path, R"({"seed": 1, "n": 10})").load(), 7);
+  EXPECT_NE(error_of([&] {
+              ResumeRecord(path, R"({"seed": 2, "n": 10})").load();
+            }).find("was written by another run (seed differs)"),
+            std::string::npos);
+  write_file(path, {'{', '}'});
+  EXPECT_NE(error_of([&] { ResumeRecord(path, "{}").load(); }).find("not a tarnn run record"),
+            std::string::npos);
+  record.finish();
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(Outputs, EachOutputIsCheckedBeforeAnyWork) {
+  TempDir dir;
+  EXPECT_NE(
+      error_of([&] { grid_sink(dir / "no/such/g.png", 4, 5, 4, 2, 0, 0); }).find("cannot write"),
+      std::string::npos);
+  EXPECT_NE(error_of([&] { check_output_file(dir.path.string()); }).find("is a folder"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { grid_sink(dir / "big.png", kMaxGridImages + 1, 5, 4, 2, 0, 0); }),
+            "(no error)");
+  write_file(dir / "file", {'x'});
+  EXPECT_NE(error_of([&] {
+              png_folder_sink(dir / "file", 5, 4, 2, [](int64_t i) { return image_png_name(i); });
+            }).find("cannot make the output folder"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { grid_sink(dir / "g.png", 4, 5, 4, 2, 0, 0)->read_back(1); }),
+            "(no error)"); // a grid cannot be read back
+}
