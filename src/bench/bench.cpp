@@ -1,9 +1,11 @@
 // run_bench (include/tarnn/bench.h): checks, then the steps timed through the Engine on whichever
 // device it runs (Backend::time_steps), extrapolated to full length where asked.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
 #include "../../kernels/cpu_features.h"
+#include "../engine/registry.h"
 #include "forms.h"
 #include "tarnn/error.h"
 
@@ -101,6 +103,10 @@ double full_length_seconds(AttentionForm f, int L, const std::vector<int> &posit
 
 BenchResult measure(const BenchOptions &o) {
   const AttentionForm form = form_of(o.attention);
+  const std::vector<AttentionForm> &forms = backend_entry(o.run.device).forms;
+  if (std::find(forms.begin(), forms.end(), form) == forms.end())
+    throw Error("--device " + std::string(name(o.run.device)) + " runs linear attention only: " +
+                "--attention " + o.attention + " (the paper's softmax baselines) runs on the cpu");
   Model model = bench_model(o);
   // the form timed is --attention's, whatever attention the weights were trained with: the
   // Engine, which runs jobs in linear attention only, holds them as such

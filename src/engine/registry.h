@@ -14,6 +14,7 @@ struct BackendEntry {
   Device device;
   std::vector<Precision> precisions; // what its GEMMs run
   std::vector<StateFormat> states;   // how it may store S and z
+  std::vector<AttentionForm> forms;  // what the benchmark may time on it (Backend::time_steps)
   int64_t default_batch;             // --batch 0 means this; 0: as many as fit, per job
   bool host_state;                   // S and z in this machine's memory (check_memory counts it)
   // `options` are resolved; throws Error when the device cannot run the model

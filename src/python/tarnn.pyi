@@ -17,8 +17,8 @@ class Model:
         """path: a model folder (config.json + model.safetensors); device: 'cpu' or 'cuda';
         threads: CPU threads (None: every core); precision: the GEMMs, as `--precision`; batch:
         images in memory at once (None: 256 on the CPU, what fits on the GPU); state: how S and
-        z are stored, as `--state` (help(tarnn.Model) lists both). Raises OSError for files, ValueError for bad arguments
-        or contents, RuntimeError for the device."""
+        z are stored, as `--state` (help(tarnn.Model) lists both). Raises OSError for files,
+        ValueError for bad arguments or contents, RuntimeError for the device."""
     @property
     def config(self) -> dict: ...
     @property

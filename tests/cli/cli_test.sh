@@ -25,6 +25,13 @@ expect_error "name an output" "$TARNN" sample --model "$SMALL"
 expect_ok "$TARNN" sample --model "$SMALL" -n 3 --seed 4 --precision bf16 -o "$work/bf16.png"
 expect_error "cuda only" "$TARNN" sample --model "$SMALL" -n 3 --precision tf32 -o "$work/tf32.png"
 expect_error "not a precision" "$TARNN" score --model "$SMALL" --images "$SMALL/inputs-idx-ubyte" --precision fp16
+# --tf32, the older flag, is --precision tf32 and refuses another precision; --state parses at the
+# edge like --precision; a device's missing benchmark form is refused before any work
+expect_error "cuda only" "$TARNN" sample --model "$SMALL" -n 3 --tf32 -o "$work/tf32.png"
+expect_error "--tf32 and --precision bf16 disagree" "$TARNN" sample --model "$SMALL" -n 3 --tf32 --precision bf16 -o "$work/tf32.png"
+expect_ok "$TARNN" sample --model "$SMALL" -n 3 --seed 4 --state fp32 -o "$work/state.png"
+expect_error "--state fp8: not a state format (fp32)" "$TARNN" sample --model "$SMALL" -n 3 --state fp8 -o "$work/state.png"
+expect_error "runs linear attention only" "$TARNN" bench --device cuda --attention softmax --steps 1
 
 # --- sampling
 expect_ok "$TARNN" sample --model "$SMALL" -n 6 --seed 3 --batch 4 --threads 2 -o "$work/g1.png" --out-dir "$work/d1" --scale 1

@@ -66,6 +66,9 @@ def test_bf16_is_the_commands_bf16(tmp_path):
         tarnn.Model(SMALL, precision="fp16")
     with pytest.raises(ValueError, match="cuda only"):
         tarnn.Model(SMALL, precision="tf32")
+    with pytest.raises(ValueError, match="not a state format"):
+        tarnn.Model(SMALL, state="fp8")
+    assert tarnn.Model(SMALL, state="fp32").state_bytes_per_image == 1008
 
 
 def test_sample_is_the_commands_images_at_mnist_size(mnist, tmp_path):
