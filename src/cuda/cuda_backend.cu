@@ -460,8 +460,7 @@ public:
     Rollout r;
     r.count = job.batch;
     r.out = out.data();
-    r.positions = steps;
-    r.batch = job.batch;
+    r.positions = steps; // r.batch 0: the engine's, which planned job.batch
     StepTimes t;
     t.info = run(r, job.progress);
     t.seconds = t.info.seconds_steps;
