@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bias_act.h"
+#include "state_format.h"
 #include "step_params.h"
 
 namespace tarnn {
@@ -16,9 +17,10 @@ namespace tarnn {
 void launch_embedding(float *x, const float *E, const float *P, const uint8_t *cur,
                       const StepParams *p, int rows, int d_model, cudaStream_t s,
                       bool positions = false);
-void launch_linear_attention(const float *qkv, float *state, float *att, int rows, int layer,
-                             int n_layers, int n_heads, int d_head, cudaStream_t s,
-                             bool positions = false);
+// state: S in format f (state_format.h), then z; p->t the position (of row 0, with positions)
+void launch_linear_attention(const float *qkv, void *state, float *att, int rows, int layer,
+                             int n_layers, int n_heads, int d_head, StateFormat f,
+                             const StepParams *p, cudaStream_t s, bool positions = false);
 void launch_bias_act(float *y, const float *b, int rows, int n, Act a, cudaStream_t s);
 void launch_residual_layernorm(float *x, const float *y, const float *w, const float *nb, int rows,
                                int n, cudaStream_t s);

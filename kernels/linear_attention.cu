@@ -15,102 +15,127 @@ namespace tarnn {
 namespace {
 
 // DH > 0: d_head known at compile time (the paper's 32): the walk unrolls and the column of S
-// lives in registers from entry to the end.
-template <int DH>
-__global__ void linear_attention_kernel(const float *qkv, float *state, float *att, int rows,
-                                        int layer, int n_layers, int n_heads, int d_runtime) {
+// lives in registers from entry to the end. F: how S is stored (state_format.h).
+template <int DH, StateFormat F>
+__global__ void linear_attention_kernel(const float *qkv, void *state, float *att, int rows,
+                                        int layer, int n_layers, int n_heads, int d_runtime,
+                                        const StepParams *p) {
   const int d = DH > 0 ? DH : d_runtime;
-  extern __shared__ float shared[]; // per pair: phi(q), phi(k), old z; d floats each
+  const int t = F == StateFormat::Fp16 ? p->t : 0; // only fp16 scales by the position
+  extern __shared__ float shared[];                // per pair: phi(q), phi(k), old z; d floats each
   const int g = threadIdx.y, j = threadIdx.x;
   const int64_t pair = int64_t(blockIdx.x) * blockDim.y + g;
   const bool active = pair < int64_t(rows) * n_heads && j < d;
   const int r = int(pair / n_heads), h = int(pair % n_heads);
   const int A = n_heads * d;
   float *fq = shared + size_t(g) * 3 * d, *fk = fq + d, *z_old = fk + d;
-  float *S = nullptr, *z = nullptr, v_j = 0.0f;
+  void *S = nullptr;
+  float *z = nullptr, v_j = 0.0f;
   float col[DH > 0 ? DH : 1];
   if (active) {
-    S = state + state_block_offset(r, layer, h, n_layers, n_heads, d);
-    z = S + size_t(d) * d;
+    char *block =
+        static_cast<char *>(state) + state_block_offset(r, layer, h, n_layers, n_heads, d, F);
+    S = block;
+    z = reinterpret_cast<float *>(block + state_s_bytes(d, F));
     if constexpr (DH > 0)
-      load_column<DH>(j, S, col); // first: the longest wait
+      load_column<DH, F>(j, S, col, state_scale_exponent(F, t - 1)); // the longest wait: first
     attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq, fk, z_old, &v_j);
   }
   __syncthreads(); // every thread reaches it: inactive ones only skip the work
   if (!active)
     return;
-  att[size_t(r) * A + h * d + j] = attention_phase2<DH>(j, d, v_j, fq, fk, z_old, col, S, z);
+  att[size_t(r) * A + h * d + j] = attention_phase2<DH, F>(j, d, v_j, fq, fk, z_old, col, S, z, t);
   if constexpr (DH > 0)
-    store_column<DH>(j, col, S);
+    store_column<DH, F>(j, col, S, state_scale_exponent(F, t));
 }
 
 // The rows are consecutive positions of one image (a prefill): one block per head, thread j
 // owning column j of that head's one state, the rows taken in order, each the step kernel's two
 // phases. Position r's update must land before r + 1 reads z: a barrier after each phase. With
 // DH > 0 the column stays in registers over all the rows: S is read once and written once.
-template <int DH>
-__global__ void linear_attention_positions_kernel(const float *qkv, float *state, float *att,
+template <int DH, StateFormat F>
+__global__ void linear_attention_positions_kernel(const float *qkv, void *state, float *att,
                                                   int rows, int layer, int n_layers, int n_heads,
-                                                  int d_runtime) {
+                                                  int d_runtime, const StepParams *p) {
   const int d = DH > 0 ? DH : d_runtime;
-  extern __shared__ float shared[]; // phi(q), phi(k), old z; d floats each
+  const int t0 = F == StateFormat::Fp16 ? p->t : 0; // row r is position t0 + r
+  extern __shared__ float shared[];                 // phi(q), phi(k), old z; d floats each
   const int j = threadIdx.x, h = blockIdx.x;
   const bool active = j < d;
   const int A = n_heads * d;
   float *fq = shared, *fk = fq + d, *z_old = fk + d;
-  float *S = state + state_block_offset(0, layer, h, n_layers, n_heads, d);
-  float *z = S + size_t(d) * d;
+  char *block =
+      static_cast<char *>(state) + state_block_offset(0, layer, h, n_layers, n_heads, d, F);
+  void *S = block;
+  float *z = reinterpret_cast<float *>(block + state_s_bytes(d, F));
   float col[DH > 0 ? DH : 1];
   if constexpr (DH > 0)
     if (active)
-      load_column<DH>(j, S, col);
+      load_column<DH, F>(j, S, col, state_scale_exponent(F, t0 - 1));
   for (int r = 0; r < rows; ++r) {
     float v_j = 0.0f;
     if (active)
       attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq, fk, z_old, &v_j);
     __syncthreads();
     if (active)
-      att[size_t(r) * A + h * d + j] = attention_phase2<DH>(j, d, v_j, fq, fk, z_old, col, S, z);
+      att[size_t(r) * A + h * d + j] =
+          attention_phase2<DH, F>(j, d, v_j, fq, fk, z_old, col, S, z, t0 + r);
     __syncthreads(); // z and the shared rows are read again for r + 1
   }
   if constexpr (DH > 0)
     if (active)
-      store_column<DH>(j, col, S);
+      store_column<DH, F>(j, col, S, state_scale_exponent(F, t0 + rows - 1));
 }
 
-} // namespace
-
-void launch_linear_attention(const float *qkv, float *state, float *att, int rows, int layer,
-                             int n_layers, int n_heads, int d_head, cudaStream_t s,
-                             bool positions) {
-  if (rows <= 0) // an empty grid is a launch error
-    return;
+// Launches the step kernel (or, with `positions`, the positions kernel) for format F.
+template <StateFormat F>
+void launch(const float *qkv, void *state, float *att, int rows, int layer, int n_layers,
+            int n_heads, int d_head, const StepParams *p, cudaStream_t s, bool positions) {
+  const int dpad = (d_head + 31) / 32 * 32; // d_head <= 256 (Config::validate)
   if (positions) {
-    const int dpad = (d_head + 31) / 32 * 32;
     const size_t smem = size_t(3) * d_head * sizeof(float);
     if (d_head == kRegisterDHead)
-      linear_attention_positions_kernel<kRegisterDHead>
+      linear_attention_positions_kernel<kRegisterDHead, F>
           <<<unsigned(n_heads), unsigned(dpad), smem, s>>>(qkv, state, att, rows, layer, n_layers,
-                                                           n_heads, d_head);
+                                                           n_heads, d_head, p);
     else
-      linear_attention_positions_kernel<0><<<unsigned(n_heads), unsigned(dpad), smem, s>>>(
-          qkv, state, att, rows, layer, n_layers, n_heads, d_head);
+      linear_attention_positions_kernel<0, F><<<unsigned(n_heads), unsigned(dpad), smem, s>>>(
+          qkv, state, att, rows, layer, n_layers, n_heads, d_head, p);
     launch_check("linear_attention_positions_kernel");
     return;
   }
-  const int dpad = (d_head + 31) / 32 * 32; // d_head <= 256 (Config::validate)
   const int G = std::max(1, 256 / dpad);
   const int64_t pairs = int64_t(rows) * n_heads;
   const dim3 block(dpad, G);
   const unsigned blocks = unsigned((pairs + G - 1) / G);
   const size_t smem = size_t(G) * 3 * d_head * sizeof(float);
   if (d_head == kRegisterDHead)
-    linear_attention_kernel<kRegisterDHead>
-        <<<blocks, block, smem, s>>>(qkv, state, att, rows, layer, n_layers, n_heads, d_head);
+    linear_attention_kernel<kRegisterDHead, F>
+        <<<blocks, block, smem, s>>>(qkv, state, att, rows, layer, n_layers, n_heads, d_head, p);
   else
-    linear_attention_kernel<0>
-        <<<blocks, block, smem, s>>>(qkv, state, att, rows, layer, n_layers, n_heads, d_head);
+    linear_attention_kernel<0, F>
+        <<<blocks, block, smem, s>>>(qkv, state, att, rows, layer, n_layers, n_heads, d_head, p);
   launch_check("linear_attention_kernel");
+}
+
+} // namespace
+
+void launch_linear_attention(const float *qkv, void *state, float *att, int rows, int layer,
+                             int n_layers, int n_heads, int d_head, StateFormat f,
+                             const StepParams *p, cudaStream_t s, bool positions) {
+  if (rows <= 0) // an empty grid is a launch error
+    return;
+  switch (f) {
+  case StateFormat::Fp32:
+    return launch<StateFormat::Fp32>(qkv, state, att, rows, layer, n_layers, n_heads, d_head, p, s,
+                                     positions);
+  case StateFormat::Fp16:
+    return launch<StateFormat::Fp16>(qkv, state, att, rows, layer, n_layers, n_heads, d_head, p, s,
+                                     positions);
+  case StateFormat::Bf16:
+    return launch<StateFormat::Bf16>(qkv, state, att, rows, layer, n_layers, n_heads, d_head, p, s,
+                                     positions);
+  }
 }
 
 } // namespace tarnn

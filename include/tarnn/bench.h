@@ -31,6 +31,7 @@ struct BenchResult {
   std::string model, attention, attention_form, cpu, gpu;
   Device device = Device::Cpu;
   Precision precision = Precision::Fp32;
+  StateFormat state = StateFormat::Fp32;
   int64_t batch = 0;
   int threads = 0;
   double load_average = -1; // the 1-minute load average at the start (other work skews figures)

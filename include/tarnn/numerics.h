@@ -21,8 +21,10 @@ enum class Device { Cpu, Cuda };
 // cores on CUDA). phi, the state, LayerNorm, the mixture and the sampler are fp32 in every one.
 enum class Precision { Fp32, Bf16, Tf32 };
 
-// How S and z are stored between positions; the arithmetic on them is fp32 whatever the storage.
-enum class StateFormat { Fp32 };
+// How S is stored between positions (z stays fp32): fp32, the exact reference; fp16, half the
+// bytes; bf16, measured and refused (refusal()). The arithmetic is fp32 whatever the storage
+// (docs/STATE.md).
+enum class StateFormat { Fp32, Fp16, Bf16 };
 
 const char *name(Device d);      // "cpu", "cuda"
 const char *name(Precision p);   // "fp32", "tf32", "bf16"
@@ -35,7 +37,12 @@ const char *describe(StateFormat s);
 std::string precision_help();
 std::string state_format_help();
 
-// Every value of each enum, in the order of the help texts.
+// Why the engine does not offer a state format whose kernels exist (measured and refused:
+// docs/STATE.md), or null. parse_state_format and resolve_run_options refuse it with this reason.
+const char *refusal(StateFormat s);
+
+// Every value of each enum, in the order of the help texts (refused state formats included: the
+// study and the kernels' tests run them).
 std::vector<Device> all_devices();
 std::vector<Precision> all_precisions();
 std::vector<StateFormat> all_state_formats();
@@ -46,9 +53,9 @@ Device parse_device(const std::string &s);
 Precision parse_precision(const std::string &s);
 StateFormat parse_state_format(const std::string &s);
 
-// Bytes of one stored element of S or z, and the state of one image: S (d_head^2) and z (d_head)
-// of every layer and head, constant in the position. The one place a state's size is computed.
-int state_element_bytes(StateFormat s);
+// The bytes of the state of one image: S (d_head^2, in the format) and z (d_head, fp32) of every
+// layer and head, constant in the position. The one place a state's size is computed
+// (kernels/state_format.h lays it out).
 int64_t state_bytes_per_image(const Config &c, StateFormat s);
 
 } // namespace tarnn

@@ -136,6 +136,7 @@ BenchResult measure(const BenchOptions &o) {
   r.attention_form = describe(form);
   r.device = run.device;
   r.precision = run.precision;
+  r.state = run.state;
   r.cpu = cpu_model_name();
   r.batch = B;
   r.threads = t.threads;

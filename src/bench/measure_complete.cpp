@@ -75,6 +75,7 @@ BenchResult measure_complete(const BenchOptions &o) {
   r.attention_form = "completion (Figure 3): the top half known";
   r.device = o.run.device;
   r.precision = with.options().precision;
+  r.state = with.options().state;
   r.cpu = with.device();
   r.batch = with.options().batch;
   r.threads = with.options().threads;

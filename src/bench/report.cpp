@@ -28,10 +28,10 @@ std::string line(const char *f, ...) {
 }
 
 std::string cpu_text(const BenchResult &r) {
-  std::string s = line("%s, %s, batch %lld, %d threads, %s, %s GEMMs (load average %.2f at the "
-                       "start)\n",
+  std::string s = line("%s, %s, batch %lld, %d threads, %s, %s GEMMs, %s state (load average "
+                       "%.2f at the start)\n",
                        r.model.c_str(), r.attention_form.c_str(), static_cast<long long>(r.batch),
-                       r.threads, r.cpu.c_str(), name(r.precision), r.load_average);
+                       r.threads, r.cpu.c_str(), name(r.precision), name(r.state), r.load_average);
   s += "  images/s          " + fmt("%.4g", r.images_per_second) +
        (r.extrapolated ? "  [" + r.extrapolation + "]" : "  [all positions measured]") + "\n";
   s += line("  full length       %.4g s for %lld images (mean %.4g ms per step)\n",
@@ -56,10 +56,10 @@ std::string cpu_text(const BenchResult &r) {
 
 std::string cuda_text(const BenchResult &r) {
   std::string s =
-      line("%s, %s attention, batch %lld, %s%s: %.2f images/s (%.3f ms/step, %.1f "
-           "GFLOP/s, state traffic %.1f GB/s",
+      line("%s, %s attention, batch %lld, %s, %s GEMMs, %s state: %.2f images/s (%.3f ms/step, "
+           "%.1f GFLOP/s, state traffic %.1f GB/s",
            r.model.c_str(), r.attention.c_str(), static_cast<long long>(r.batch), r.gpu.c_str(),
-           r.precision == Precision::Tf32 ? ", TF32" : "", r.images_per_second,
+           name(r.precision), name(r.state), r.images_per_second,
            r.seconds_measured / r.steps_measured * 1e3, r.gflops_achieved, r.state_traffic / 1e9);
   if (r.peak_bandwidth > 0)
     s += line(" = %.0f%% of the %.0f GB/s peak, which bounds it at %.0f images/s",
@@ -106,6 +106,7 @@ std::string bench_json(const BenchResult &r) {
             {"time", when},
             {"device", name(r.device)},
             {"precision", name(r.precision)},
+            {"state", name(r.state)},
             {"model", r.model},
             {"attention", r.attention},
             {"attention_form", r.attention_form},

@@ -77,6 +77,7 @@ int run_complete(const CompleteArgs &a) {
             {"seconds", secs},
             {"completions_per_second", double(n * a.samples) / secs},
             {"outputs", {{"grid", a.out}, {"out_dir", a.out_dir}}}});
+  j.update(numerics_json(engine));
   a.report.emit(line, j);
   return 0;
 }

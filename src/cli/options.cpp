@@ -47,6 +47,10 @@ nlohmann::json json_header(const std::string &command) {
           {"time", when}};
 }
 
+nlohmann::json numerics_json(const Engine &engine) {
+  return {{"precision", name(engine.options().precision)}, {"state", name(engine.options().state)}};
+}
+
 std::string count_of(int64_t n, const char *one, const char *many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }

@@ -44,6 +44,8 @@ void add_report_options(CLI::App *cmd, Report &r);
 
 // The summary every JSON output starts with: the tarnn version, its commit, the time (UTC).
 nlohmann::json json_header(const std::string &command);
+// The numerics a run used, for its JSON: {"precision": "fp32", "state": "fp16"}.
+nlohmann::json numerics_json(const Engine &engine);
 
 // "1 image", "2 images".
 std::string count_of(int64_t n, const char *one, const char *many);

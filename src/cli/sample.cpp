@@ -166,6 +166,7 @@ int run_sample(SampleArgs a) {
             {"seconds", secs},
             {"images_per_second", double(todo) / secs},
             {"outputs", {{"grid", a.out}, {"out_dir", a.out_dir}, {"npy", a.npy}}}});
+  j.update(numerics_json(engine));
   a.report.emit(line, j);
   return 0;
 }

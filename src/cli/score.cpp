@@ -105,6 +105,7 @@ int run_score(const ScoreArgs &a) {
             {"seconds", secs},
             {"images_per_second", double(images.count) / secs},
             {"per_image", bpd}});
+  j.update(numerics_json(engine));
   a.report.emit(line, j);
   return 0;
 }

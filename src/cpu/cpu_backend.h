@@ -11,7 +11,7 @@ namespace tarnn {
 
 // What the CPU's kernels run: its GEMMs' precisions (cpu_ops.h: CpuKernels) and state formats.
 inline const std::vector<Precision> kCpuPrecisions = {Precision::Fp32, Precision::Bf16};
-inline const std::vector<StateFormat> kCpuStates = {StateFormat::Fp32};
+inline const std::vector<StateFormat> kCpuStates = {StateFormat::Fp32, StateFormat::Fp16};
 
 // `o` is resolved (resolve_run_options).
 std::unique_ptr<Backend> make_cpu_backend(const Model &m, const RunOptions &o, const Knobs &k);

@@ -1,6 +1,7 @@
 // The CPU's per-row loops that are worth vectorising, each compiled for AVX-512, AVX2 and any
 // x86-64 (TARNN_CPU_VARIANTS) and chosen at run time: every variant gives the same bits.
 #include <immintrin.h>
+#include <vector>
 
 #include "../../kernels/cpu_features.h"
 #include "../../kernels/linear_attention.h"
@@ -69,19 +70,101 @@ __attribute__((target("avx512f"))) inline void phi_avx512(const float *u, float 
 }
 #pragma GCC diagnostic pop
 
+#pragma GCC diagnostic push // as above
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+// The first n / 16 * 16 elements of S widened (times 2^e), 16 at a time; returns how many.
+template <StateFormat F>
+__attribute__((target("avx512f"))) inline int widen_avx512(const void *S, float *s, int n, int e) {
+  const auto *h = static_cast<const __m256i *>(S);
+  const __m512 scale = _mm512_set1_ps(pow2f(e));
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i x = _mm256_loadu_si256(h + i / 16);
+    if constexpr (F == StateFormat::Fp16)
+      _mm512_storeu_ps(s + i, _mm512_mul_ps(_mm512_cvtph_ps(x), scale));
+    else
+      _mm512_storeu_ps(s + i, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16)));
+  }
+  return i;
+}
+
+// The first n / 16 * 16 elements rounded into the storage (times 2^-e); returns how many.
+template <StateFormat F>
+__attribute__((target("avx512f"))) inline int narrow_avx512(const float *s, void *S, int n, int e) {
+  auto *h = static_cast<__m256i *>(S);
+  const __m512 scale = _mm512_set1_ps(pow2f(-e));
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(s + i);
+    __m256i y;
+    if constexpr (F == StateFormat::Fp16) {
+      y = _mm512_cvtps_ph(_mm512_mul_ps(x, scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else { // bf16_bits, lane by lane
+      const __m512i u = _mm512_castps_si512(x), hi = _mm512_srli_epi32(u, 16);
+      const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+          _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+      const __mmask16 tiny = // zero or subnormal
+          _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000));
+      __m512i r = _mm512_srli_epi32(
+          _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                               _mm512_and_si512(hi, _mm512_set1_epi32(1)))),
+          16);
+      r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+      r = _mm512_mask_mov_epi32(r, tiny, _mm512_and_si512(hi, _mm512_set1_epi32(0x8000)));
+      y = _mm512_cvtepi32_epi16(r);
+    }
+    _mm256_storeu_si256(h + i / 16, y);
+  }
+  return i;
+}
+
+#pragma GCC diagnostic pop
+
+// S of one block widened into `s` (n floats), and `s` rounded back into the storage, with
+// exponent e: format F's load and store around an fp32 update (kernels/state_format.h). kAvx512:
+// 16 at a time with vcvtph2ps and vcvtps2ph (fp16), shifts and the integer form of bf16_bits
+// (bf16); the same bits as the scalar load_state and store_state (tests/cpu/test_state.cpp).
+template <bool kAvx512, StateFormat F>
+__attribute__((always_inline)) inline void widen_state(const void *S, float *s, int n, int e) {
+  int i = 0;
+  if constexpr (kAvx512 && F != StateFormat::Fp32)
+    i = widen_avx512<F>(S, s, n, e);
+  for (; i < n; ++i)
+    s[i] = load_state<F>(S, size_t(i), e);
+}
+
+template <bool kAvx512, StateFormat F>
+__attribute__((always_inline)) inline void narrow_state(const float *s, void *S, int n, int e) {
+  int i = 0;
+  if constexpr (kAvx512 && F != StateFormat::Fp32)
+    i = narrow_avx512<F>(s, S, n, e);
+  for (; i < n; ++i)
+    store_state<F>(S, size_t(i), s[i], e);
+}
+
 // The attention of every row and of heads [h0, h1) of one layer: phi of the row's q and k (A wide
-// each) first, then linear_attention_update per head. one_state: the rows are consecutive
-// positions of ONE image (model/prefill.h), walked in row order through one state; else each row is
-// an image with its own. Heads are independent: any split of them gives the same bits. kAvx512:
-// phi 16 lanes at a time (phi_avx512), else element by element.
-template <bool kAvx512>
+// each) first, then linear_attention_update per head, on S as it is stored (fp32) or widened into
+// a scratch block and rounded back (16-bit formats: the update and the read-out in fp32, one
+// rounding per cell and position, as every backend). one_state: the rows are consecutive
+// positions t, t + 1, ... of ONE image (model/prefill.h), walked in row order through one state;
+// else each row is an image with its own, at position t. Heads are independent: any split of them
+// gives the same bits. kAvx512: phi and the state's conversions 16 lanes at a time, else element
+// by element.
+template <bool kAvx512, StateFormat F>
 __attribute__((always_inline)) inline void
-attention_body(const float *qkv, float *state, float *att, int rows, int layer, int n_layers,
-               int n_heads, int d, bool one_state, int h0, int h1) {
+attention_body(const float *qkv, void *state, float *att, int rows, int layer, int n_layers,
+               int n_heads, int d, int t, bool one_state, int h0, int h1) {
   const int A = n_heads * d;
+  const size_t block = state_block_bytes(d, F), s_bytes = state_s_bytes(d, F);
   float fq[kMaxHeadDim], fk[kMaxHeadDim]; // phi of one head's q and k: no allocation per step
+  thread_local std::vector<float> wide;   // a 16-bit block's S in fp32
+  if constexpr (F != StateFormat::Fp32)
+    wide.resize(size_t(d) * d);
   for (int r = 0; r < rows; ++r) {
     const float *q = qkv + size_t(r) * 3 * A; // [q | k | v], A wide each
+    const int position = one_state ? t + r : t;
     for (int h = h0; h < h1; ++h) {
       if constexpr (kAvx512) {
         phi_avx512(q + h * d, fq, d);
@@ -92,38 +175,91 @@ attention_body(const float *qkv, float *state, float *att, int rows, int layer, 
           fk[i] = phi(q[A + h * d + i]);
         }
       }
-      float *S = state + state_block_offset(one_state ? 0 : r, layer, h, n_layers, n_heads, d);
+      char *at = static_cast<char *>(state) +
+                 state_block_offset(one_state ? 0 : r, layer, h, n_layers, n_heads, d, F);
       if (!one_state && r + 1 < rows) { // the next image's block of this head, while this one runs
-        const char *next = reinterpret_cast<const char *>(
-            state + state_block_offset(r + 1, layer, h, n_layers, n_heads, d));
-        for (size_t at = 0; at < (size_t(d) + 1) * d * sizeof(float); at += 64)
-          __builtin_prefetch(next + at, /*write*/ 1, /*keep*/ 3);
+        const char *next = static_cast<const char *>(state) +
+                           state_block_offset(r + 1, layer, h, n_layers, n_heads, d, F);
+        for (size_t b = 0; b < block; b += 64)
+          __builtin_prefetch(next + b, /*write*/ 1, /*keep*/ 3);
       }
+      float *S = F == StateFormat::Fp32 ? reinterpret_cast<float *>(at) : wide.data();
+      float *z = reinterpret_cast<float *>(at + s_bytes);
+      if constexpr (F != StateFormat::Fp32)
+        widen_state<kAvx512, F>(at, S, d * d, state_scale_exponent(F, position - 1));
       float *out = att + size_t(r) * A + h * d;
       if (d == 32) // the paper's d_head: unrolled, the same bits
-        linear_attention_update<32>(fq, fk, q + 2 * A + h * d, S, S + 32 * 32, out, d);
+        linear_attention_update<32>(fq, fk, q + 2 * A + h * d, S, z, out, d);
       else
-        linear_attention_update(fq, fk, q + 2 * A + h * d, S, S + size_t(d) * d, out, d);
+        linear_attention_update(fq, fk, q + 2 * A + h * d, S, z, out, d);
+      if constexpr (F != StateFormat::Fp32)
+        narrow_state<kAvx512, F>(S, at, d * d, state_scale_exponent(F, position));
     }
   }
 }
 
-void attention_portable(const float *qkv, float *state, float *att, int rows, int layer,
-                        int n_layers, int n_heads, int d, bool one_state, int h0, int h1) {
-  attention_body<false>(qkv, state, att, rows, layer, n_layers, n_heads, d, one_state, h0, h1);
+// The runtime format f as the template argument F of attention_body, widen_state, narrow_state.
+template <bool kAvx512>
+__attribute__((always_inline)) inline void
+attention_any(const float *qkv, void *state, float *att, int rows, int layer, int n_layers,
+              int n_heads, int d, StateFormat f, int t, bool one_state, int h0, int h1) {
+  switch (f) {
+  case StateFormat::Fp32:
+    return attention_body<kAvx512, StateFormat::Fp32>(qkv, state, att, rows, layer, n_layers,
+                                                      n_heads, d, t, one_state, h0, h1);
+  case StateFormat::Fp16:
+    return attention_body<kAvx512, StateFormat::Fp16>(qkv, state, att, rows, layer, n_layers,
+                                                      n_heads, d, t, one_state, h0, h1);
+  case StateFormat::Bf16:
+    return attention_body<kAvx512, StateFormat::Bf16>(qkv, state, att, rows, layer, n_layers,
+                                                      n_heads, d, t, one_state, h0, h1);
+  }
 }
-__attribute__((target("avx2,fma"))) void attention_avx2(const float *qkv, float *state, float *att,
-                                                        int rows, int layer, int n_layers,
-                                                        int n_heads, int d, bool one_state, int h0,
-                                                        int h1) {
-  attention_body<false>(qkv, state, att, rows, layer, n_layers, n_heads, d, one_state, h0, h1);
+
+// from: n elements rounded into `to`; else n elements of `in` widened into `out`.
+template <bool kAvx512>
+__attribute__((always_inline)) inline void convert_any(const float *from, void *to, const void *in,
+                                                       float *out, size_t n, StateFormat f, int e) {
+  const int m = int(n);
+  switch (f) {
+  case StateFormat::Fp32:
+    return from ? narrow_state<kAvx512, StateFormat::Fp32>(from, to, m, e)
+                : widen_state<kAvx512, StateFormat::Fp32>(in, out, m, e);
+  case StateFormat::Fp16:
+    return from ? narrow_state<kAvx512, StateFormat::Fp16>(from, to, m, e)
+                : widen_state<kAvx512, StateFormat::Fp16>(in, out, m, e);
+  case StateFormat::Bf16:
+    return from ? narrow_state<kAvx512, StateFormat::Bf16>(from, to, m, e)
+                : widen_state<kAvx512, StateFormat::Bf16>(in, out, m, e);
+  }
 }
-__attribute__((target("avx512f"))) void attention_avx512(const float *qkv, float *state, float *att,
-                                                         int rows, int layer, int n_layers,
-                                                         int n_heads, int d, bool one_state, int h0,
-                                                         int h1) {
-  attention_body<true>(qkv, state, att, rows, layer, n_layers, n_heads, d, one_state, h0, h1);
+
+#define TARNN_ATTENTION_ARGS                                                                       \
+  (const float *qkv, void *state, float *att, int rows, int layer, int n_layers, int n_heads,      \
+   int d, StateFormat f, int t, bool one_state, int h0, int h1)
+#define TARNN_ATTENTION_CALL                                                                       \
+  (qkv, state, att, rows, layer, n_layers, n_heads, d, f, t, one_state, h0, h1)
+#define TARNN_CONVERT_ARGS                                                                         \
+  (const float *from, void *to, const void *in, float *out, size_t n, StateFormat f, int e)
+#define TARNN_CONVERT_CALL (from, to, in, out, n, f, e)
+void attention_portable TARNN_ATTENTION_ARGS { attention_any<false> TARNN_ATTENTION_CALL; }
+__attribute__((target("avx2,fma"))) void attention_avx2 TARNN_ATTENTION_ARGS {
+  attention_any<false> TARNN_ATTENTION_CALL;
 }
+__attribute__((target("avx512f"))) void attention_avx512 TARNN_ATTENTION_ARGS {
+  attention_any<true> TARNN_ATTENTION_CALL;
+}
+void convert_portable TARNN_CONVERT_ARGS { convert_any<false> TARNN_CONVERT_CALL; }
+__attribute__((target("avx2,fma"))) void convert_avx2 TARNN_CONVERT_ARGS {
+  convert_any<false> TARNN_CONVERT_CALL;
+}
+__attribute__((target("avx512f"))) void convert_avx512 TARNN_CONVERT_ARGS {
+  convert_any<true> TARNN_CONVERT_CALL;
+}
+#undef TARNN_ATTENTION_ARGS
+#undef TARNN_ATTENTION_CALL
+#undef TARNN_CONVERT_ARGS
+#undef TARNN_CONVERT_CALL
 
 #pragma GCC diagnostic push // as above
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -224,16 +360,26 @@ layernorm_rows_avx512(float *x, const float *y, const float *w, const float *b, 
 
 } // namespace
 
-void linear_attention_rows(const float *qkv, float *state, float *att, int rows, int layer,
-                           const Config &c) {
-  static const auto run = cpu_pick(&attention_avx512, &attention_avx2, &attention_portable);
-  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head, false, 0, c.n_heads);
+void narrow_state_rows(const float *s, void *S, size_t n, StateFormat f, int e) {
+  static const auto run = cpu_pick(&convert_avx512, &convert_avx2, &convert_portable);
+  run(s, S, nullptr, nullptr, n, f, e);
 }
 
-void linear_attention_positions(const float *qkv, float *state, float *att, int rows, int layer,
-                                const Config &c, int h0, int h1) {
+void widen_state_rows(const void *S, float *s, size_t n, StateFormat f, int e) {
+  static const auto run = cpu_pick(&convert_avx512, &convert_avx2, &convert_portable);
+  run(nullptr, nullptr, S, s, n, f, e);
+}
+
+void linear_attention_rows(const float *qkv, void *state, StateFormat f, int t, float *att,
+                           int rows, int layer, const Config &c) {
   static const auto run = cpu_pick(&attention_avx512, &attention_avx2, &attention_portable);
-  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head, true, h0, h1);
+  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head, f, t, false, 0, c.n_heads);
+}
+
+void linear_attention_positions(const float *qkv, void *state, StateFormat f, int t, float *att,
+                                int rows, int layer, const Config &c, int h0, int h1) {
+  static const auto run = cpu_pick(&attention_avx512, &attention_avx2, &attention_portable);
+  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head, f, t, true, h0, h1);
 }
 
 // A prefill's ops split their work over the team where there is enough of it: the GEMMs and
@@ -254,7 +400,8 @@ void PrefillOps::linear(const LinearWeights &l, const float *x, float *y, int ro
 
 void PrefillOps::attention(int layer, int rows) {
   split(c_.n_heads, 1, [&](int h0, int h1) {
-    linear_attention_positions(b_.qkv, b_.state, b_.att, rows, layer, c_, h0, h1);
+    linear_attention_positions(b_.qkv, b_.state, b_.state_format, b_.params->t, b_.att, rows, layer,
+                               c_, h0, h1);
   });
 }
 

@@ -37,14 +37,22 @@ struct CpuKernels {
 // One layer's attention for `rows` images: for each image and head, S += phi(k) v^T,
 // z += phi(k), att = phi(q)^T S / (phi(q)^T z + eps) (tarnn_math.h: linear_attention_step).
 // The AVX-512 or AVX2 build of the loop where the CPU has it; the same bits either way.
-void linear_attention_rows(const float *qkv, float *state, float *att, int rows, int layer,
-                           const Config &c);
+// S is stored in format f (kernels/state_format.h), then z; t is the position.
+void linear_attention_rows(const float *qkv, void *state, StateFormat f, int t, float *att,
+                           int rows, int layer, const Config &c);
+
+// n elements of S rounded into format f's storage with exponent e (times 2^-e: fp16), and widened
+// back to floats (times 2^e): the conversions
+// the attention runs around its fp32 update, in the instruction set this CPU has (the same bits
+// as kernels/state_format.h's store_state and load_state).
+void narrow_state_rows(const float *s, void *S, size_t n, StateFormat f, int e = 0);
+void widen_state_rows(const void *S, float *s, size_t n, StateFormat f, int e = 0);
 
 class CpuOps : public HostOps<CpuOps, CpuKernels> {
 public:
   using HostOps::HostOps;
   void attention(int layer, int rows) {
-    linear_attention_rows(b_.qkv, b_.state, b_.att, rows, layer, c_);
+    linear_attention_rows(b_.qkv, b_.state, b_.state_format, b_.params->t, b_.att, rows, layer, c_);
   }
 };
 
@@ -52,8 +60,8 @@ public:
 // the attention walks the rows in order through the one state of buffers(), so each row's result
 // is the step's at that position, bit for bit.
 // Heads [h0, h1) only: the heads are independent, so a team may split them.
-void linear_attention_positions(const float *qkv, float *state, float *att, int rows, int layer,
-                                const Config &c, int h0, int h1);
+void linear_attention_positions(const float *qkv, void *state, StateFormat f, int t, float *att,
+                                int rows, int layer, const Config &c, int h0, int h1);
 
 class WorkerTeam;
 

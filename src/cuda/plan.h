@@ -14,7 +14,7 @@ namespace tarnn {
 // (cuda_backend.cu: gemm_inputs) and state formats.
 inline const std::vector<Precision> kCudaPrecisions = {Precision::Fp32, Precision::Bf16,
                                                        Precision::Tf32};
-inline const std::vector<StateFormat> kCudaStates = {StateFormat::Fp32};
+inline const std::vector<StateFormat> kCudaStates = {StateFormat::Fp32, StateFormat::Fp16};
 
 // Device bytes one more image adds to a batch (state, activations, bytes), alignment aside.
 int64_t cuda_bytes_per_image(const Config &c, StateFormat state);

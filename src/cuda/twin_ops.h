@@ -46,7 +46,7 @@ public:
   }
   void attention(int layer, int rows) {
     linear_attention_cpu(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads, c_.d_head,
-                         positions_);
+                         b_.state_format, b_.params->t, positions_);
   }
 
 private:

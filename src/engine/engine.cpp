@@ -75,6 +75,8 @@ RunOptions resolve_run_options(const Config &c, RunOptions o) {
                         o.precision == Precision::Tf32 ? "TF32 is a GPU tensor-core format" : "",
                         where, o.device, names(device.precisions)));
   }
+  if (const char *why = refusal(o.state))
+    throw Error(std::string("--state ") + name(o.state) + ": refused: " + why);
   if (!has(device.states, o.state)) {
     std::vector<Device> where;
     for (Device d : all_devices())

@@ -25,6 +25,7 @@ BatchLayout batch_layout(const Config &c, int64_t rows, StateFormat format, int6
   place(l.y, n * c.d_model * 4);
   place(l.hid, n * c.d_ff * 4);
   place(l.o, n * c.d_out() * 4);
+  l.state_format = format;
   l.state_row_bytes = size_t(state_bytes_per_image(c, format));
   l.state_bytes = size_t(state_rows) * l.state_row_bytes;
   place(l.state, l.state_bytes);
@@ -46,9 +47,10 @@ StepBuffers step_buffers(void *base, const BatchLayout &l) {
   auto u = [&](size_t at) { return reinterpret_cast<uint8_t *>(m + at); };
   StepBuffers b;
   b.rows = int(l.rows);
+  b.state_format = l.state_format;
   b.state_row_bytes = l.state_row_bytes;
   b.x = f(l.x), b.qkv = f(l.qkv), b.att = f(l.att), b.y = f(l.y), b.hid = f(l.hid), b.o = f(l.o);
-  b.state = f(l.state);
+  b.state = m + l.state;
   b.cur = u(l.cur), b.out = u(l.out), b.given = u(l.given), b.known = u(l.known);
   b.log_prob = reinterpret_cast<double *>(m + l.log_prob);
   b.keys = reinterpret_cast<RngKey *>(m + l.keys);

@@ -14,12 +14,13 @@ namespace tarnn {
 // Byte offsets of a batch's buffers inside one allocation (each 256-byte aligned), for `rows`
 // images: activations x [rows, d_model], qkv [rows, 3 d_attn], att [rows, d_attn],
 // y [rows, d_model], hid [rows, d_ff], o [rows, 3K]; the state [rows, state_elements_per_image]
-// in the run's StateFormat (kernels/linear_attention.h: state_block_offset); bytes cur [rows],
+// in the run's StateFormat (kernels/state_format.h: state_block_offset); bytes cur [rows],
 // out/given/known [rows, T]; log_prob [rows]; RNG keys [rows]; and the step parameters.
 struct BatchLayout {
   int64_t rows = 0;
   size_t x = 0, qkv = 0, att = 0, y = 0, hid = 0, o = 0, state = 0, cur = 0, out = 0, given = 0,
          known = 0, log_prob = 0, keys = 0, params = 0, total = 0;
+  StateFormat state_format = StateFormat::Fp32;
   size_t state_row_bytes = 0; // S and z of one image (state_bytes_per_image)
   size_t state_bytes = 0;     // of all rows with a state, no more
 };
@@ -32,9 +33,11 @@ inline BatchLayout batch_layout(const Config &c, int64_t rows, StateFormat forma
 
 // The buffers of a layout placed at `base`.
 struct StepBuffers {
-  int rows = 0;               // capacity
-  size_t state_row_bytes = 0; // S and z of one image
-  float *x, *qkv, *att, *y, *hid, *o, *state;
+  int rows = 0;                                 // capacity
+  StateFormat state_format = StateFormat::Fp32; // how S is stored (kernels/state_format.h)
+  size_t state_row_bytes = 0;                   // S and z of one image
+  float *x, *qkv, *att, *y, *hid, *o;
+  void *state; // [rows] blocks of S in state_format, then z
   uint8_t *cur, *out, *given, *known;
   double *log_prob;
   RngKey *keys; // [rows], used when the job gives each image its own key

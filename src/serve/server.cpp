@@ -86,6 +86,8 @@ public:
             {"channels", c.channels},
             {"positions", c.positions()},
             {"device", engine_.device()},
+            {"precision", name(engine_.options().precision)},
+            {"state", name(engine_.options().state)},
             {"max_samples", kMaxSamples},
             {"max_batch_images", batcher_.max_rows()},
             {"max_queued", batcher_.max_queued()},

@@ -30,7 +30,7 @@ expect_error "not a precision" "$TARNN" score --model "$SMALL" --images "$SMALL/
 expect_error "cuda only" "$TARNN" sample --model "$SMALL" -n 3 --tf32 -o "$work/tf32.png"
 expect_error "--tf32 and --precision bf16 disagree" "$TARNN" sample --model "$SMALL" -n 3 --tf32 --precision bf16 -o "$work/tf32.png"
 expect_ok "$TARNN" sample --model "$SMALL" -n 3 --seed 4 --state fp32 -o "$work/state.png"
-expect_error "--state fp8: not a state format (fp32)" "$TARNN" sample --model "$SMALL" -n 3 --state fp8 -o "$work/state.png"
+expect_error "--state fp8: not a state format (fp32, fp16)" "$TARNN" sample --model "$SMALL" -n 3 --state fp8 -o "$work/state.png"
 expect_error "runs linear attention only" "$TARNN" bench --device cuda --attention softmax --steps 1
 
 # --- sampling

@@ -42,29 +42,34 @@ ImageSet noise(const Config &c, int64_t n, uint32_t seed) {
 
 } // namespace
 
-// The state after P = 392 positions (the top half of an MNIST image), every layer and head.
+// The state after P = 392 positions (the top half of an MNIST image), every layer and head, in
+// every state format the engine offers (fp16: rounded at each row as at each step).
 TEST(Prefill, StateAfterTheKnownHalfIsTheSteppedState) {
   const Model &m = mnist_random();
   const Config &c = m.config;
   const CpuWeights w(m, Precision::Fp32);
   const ImageSet img = noise(c, 1, 3);
   const int P = positions_unless_sanitized(392) < 0 ? 392 : 64;
-  Decoder<CpuOps> stepped(c, w.view(), 1, StateFormat::Fp32);
-  std::vector<float> o(size_t(c.d_out()));
-  for (int t = 0; t < P; ++t)
-    stepped.step(t, img.image(0) + t, o.data());
-  const BatchLayout layout = batch_layout(c, 128, StateFormat::Fp32, 1);
-  std::vector<double> memory(layout.total / 8 + 1);
-  const StepBuffers b = step_buffers(memory.data(), layout);
-  // on one thread, and on teams of 2 and 3 (GEMM and LayerNorm rows, attention heads split)
-  for (int threads : {1, 2, 3}) {
-    WorkerTeam team(threads);
-    PrefillOps pre(c, w.view(), b, CpuKernels{}, threads > 1 ? &team : nullptr);
-    std::vector<float> last;
-    prefill_one(pre, c, img.image(0), P, last);
-    EXPECT_EQ(0, std::memcmp(b.state, stepped.buffers().state, b.state_row_bytes))
-        << threads << " threads";
-    EXPECT_EQ(0, std::memcmp(last.data(), o.data(), o.size() * 4)) << threads; // o_{P-1}
+  for (StateFormat f : all_state_formats()) {
+    if (refusal(f))
+      continue;
+    Decoder<CpuOps> stepped(c, w.view(), 1, f);
+    std::vector<float> o(size_t(c.d_out()));
+    for (int t = 0; t < P; ++t)
+      stepped.step(t, img.image(0) + t, o.data());
+    const BatchLayout layout = batch_layout(c, 128, f, 1);
+    std::vector<double> memory(layout.total / 8 + 1);
+    const StepBuffers b = step_buffers(memory.data(), layout);
+    // on one thread, and on teams of 2 and 3 (GEMM and LayerNorm rows, attention heads split)
+    for (int threads : {1, 2, 3}) {
+      WorkerTeam team(threads);
+      PrefillOps pre(c, w.view(), b, CpuKernels{}, threads > 1 ? &team : nullptr);
+      std::vector<float> last;
+      prefill_one(pre, c, img.image(0), P, last);
+      EXPECT_EQ(0, std::memcmp(b.state, stepped.buffers().state, b.state_row_bytes))
+          << name(f) << ", " << threads << " threads";
+      EXPECT_EQ(0, std::memcmp(last.data(), o.data(), o.size() * 4)) << name(f) << threads;
+    }
   }
 }
 

@@ -30,7 +30,7 @@ struct Pair {
 
 Pair both(const Model &m, Rollout job, int batch, const uint8_t *given = nullptr,
           const uint8_t *known = nullptr, Precision precision = Precision::Fp32,
-          bool twin_prefill = false) {
+          bool twin_prefill = false, StateFormat state = StateFormat::Fp32) {
   const size_t n = size_t(job.count) * m.config.bytes_per_image();
   Pair p{std::vector<uint8_t>(n, 0xAB), std::vector<uint8_t>(n, 0xAB),
          std::vector<double>(job.count, 7.0), std::vector<double>(job.count, 7.0)};
@@ -42,10 +42,11 @@ Pair both(const Model &m, Rollout job, int batch, const uint8_t *given = nullptr
   o.batch = batch;
   o.threads = 1;
   o.precision = precision;
+  o.state = state;
   Engine(m, o).run(job);
   job.out = p.twin.data();
   job.log_prob = p.twin_lp.data();
-  run_twin(m, job, batch, precision, twin_prefill);
+  run_twin(m, job, batch, precision, twin_prefill, state);
   return p;
 }
 
@@ -128,45 +129,65 @@ TEST(CudaPlan, StateBlocksAreContiguousPerImage) {
   c.n_layers = 3;
   c.n_heads = 5;
   c.d_head = 7;
-  size_t next = 0; // image, layer, head order, (d_head + 1) x d_head floats each, no gaps
-  for (int i = 0; i < 4; ++i)
-    for (int l = 0; l < c.n_layers; ++l)
-      for (int h = 0; h < c.n_heads; ++h) {
-        EXPECT_EQ(state_block_offset(i, l, h, c.n_layers, c.n_heads, c.d_head), next);
-        next += size_t(c.d_head + 1) * c.d_head;
-      }
-  EXPECT_EQ(next, size_t(c.state_elements_per_image()) * 4);
+  for (StateFormat f : all_state_formats()) {
+    size_t next = 0; // image, layer, head order; S (padded to 4 bytes) then z; no gaps
+    for (int i = 0; i < 4; ++i)
+      for (int l = 0; l < c.n_layers; ++l)
+        for (int h = 0; h < c.n_heads; ++h) {
+          EXPECT_EQ(state_block_offset(i, l, h, c.n_layers, c.n_heads, c.d_head, f), next);
+          next += state_block_bytes(c.d_head, f);
+        }
+    EXPECT_EQ(next, 4 * size_t(state_bytes_per_image(c, f))) << name(f);
+  }
+  EXPECT_EQ(state_block_bytes(7, StateFormat::Fp32), size_t(8 * 7 * 4));
+  EXPECT_EQ(state_block_bytes(7, StateFormat::Fp16), size_t(100 + 7 * 4)); // 98 bytes of S, padded
+  EXPECT_EQ(state_bytes_per_image(Config::mnist(), StateFormat::Fp16), 8 * 8 * (2048 + 128));
 }
 
-// The attention kernels' twin (their phases, run thread by thread) against linear_attention_step
-// row by row, to the bit, over 3 calls: each row an image with its own state (the step kernel),
-// or with `positions` consecutive positions of image 0 walked in order through one state (the
-// prefill's kernel). d = 32 takes the kernels' register path (in the positions kernel the column
-// is held over all the rows), 6 and 33 the memory path.
+// The attention kernels' twin (their phases, run thread by thread) against the step, over 3 calls:
+// each row an image with its own state (the step kernel), or with `positions` consecutive
+// positions of image 0 walked in order through one state (the prefill's kernel). d = 32 takes the
+// kernels' register path (in the positions kernel the column is held over all the rows, rounded
+// to the storage at each), 6 and 33 the memory path. In fp32 the step is tarnn_math.h's
+// linear_attention_step; in every format, the twin called one row (one position) at a time.
 namespace {
 
 void expect_attention_twin_is_the_step(bool positions) {
-  for (int d : {6, 32, 33}) {
-    const int rows = 5, heads = 2, layers = 2, A = heads * d;
-    std::vector<float> qkv(size_t(rows) * 3 * A);
-    for (size_t i = 0; i < qkv.size(); ++i)
-      qkv[i] = std::sin(0.37f * float(i)) * 2.0f;
-    const size_t n = state_block_offset(positions ? 1 : rows, 0, 0, layers, heads, d);
-    std::vector<float> S1(n, 0.25f), S2(n, 0.25f), att1(size_t(rows) * A), att2(size_t(rows) * A);
-    for (int call = 0; call < 3; ++call) {
-      linear_attention_cpu(qkv.data(), S1.data(), att1.data(), rows, 1, layers, heads, d,
-                           positions);
-      for (int r = 0; r < rows; ++r)
-        for (int h = 0; h < heads; ++h) {
-          const float *q = &qkv[size_t(r) * 3 * A];
-          float *S = &S2[state_block_offset(positions ? 0 : r, 1, h, layers, heads, d)];
-          linear_attention_step(q + h * d, q + A + h * d, q + 2 * A + h * d, S, S + d * d,
-                                &att2[size_t(r) * A + h * d], d);
+  for (StateFormat f : all_state_formats())
+    for (int d : {6, 32, 33}) {
+      const int rows = 5, heads = 2, layers = 2, A = heads * d, t0 = 5; // fp16: e 2 then 3
+      std::vector<float> qkv(size_t(rows) * 3 * A);
+      for (size_t i = 0; i < qkv.size(); ++i)
+        qkv[i] = std::sin(0.37f * float(i)) * 2.0f;
+      const size_t n = state_block_offset(positions ? 1 : rows, 0, 0, layers, heads, d, f);
+      std::vector<uint8_t> S1(n, 0), S2(n, 0), S3(n, 0);
+      std::vector<float> att1(size_t(rows) * A), att2(att1.size()), att3(att1.size());
+      for (int call = 0; call < 3; ++call) {
+        const int t = positions ? t0 + call * rows : t0 + call;
+        linear_attention_cpu(qkv.data(), S1.data(), att1.data(), rows, 1, layers, heads, d, f, t,
+                             positions);
+        for (int r = 0; r < rows; ++r) {
+          const size_t at = state_block_offset(positions ? 0 : r, 0, 0, layers, heads, d, f);
+          linear_attention_cpu(&qkv[size_t(r) * 3 * A], S3.data() + at, &att3[size_t(r) * A], 1, 1,
+                               layers, heads, d, f, positions ? t + r : t);
+          if (f != StateFormat::Fp32)
+            continue;
+          for (int h = 0; h < heads; ++h) {
+            const float *q = &qkv[size_t(r) * 3 * A];
+            auto *S = reinterpret_cast<float *>(
+                S2.data() + state_block_offset(positions ? 0 : r, 1, h, layers, heads, d, f));
+            linear_attention_step(q + h * d, q + A + h * d, q + 2 * A + h * d, S, S + d * d,
+                                  &att2[size_t(r) * A + h * d], d);
+          }
         }
-      ASSERT_EQ(att1, att2) << "d_head " << d << " call " << call;
-      ASSERT_EQ(S1, S2) << "d_head " << d << " call " << call;
+        ASSERT_EQ(att1, att3) << name(f) << " d_head " << d << " call " << call;
+        ASSERT_EQ(S1, S3) << name(f) << " d_head " << d << " call " << call;
+        if (f == StateFormat::Fp32) {
+          ASSERT_EQ(att1, att2) << "d_head " << d << " call " << call;
+          ASSERT_EQ(S1, S2) << "d_head " << d << " call " << call;
+        }
+      }
     }
-  }
 }
 
 } // namespace
@@ -224,11 +245,32 @@ TEST(CudaTwins, PlanInBf16AsTheCpuBackend) {
   EXPECT_EQ(p.cpu, p.twin);
 }
 
+// The 16-bit state the engine offers (kernels/state_format.h): the twin stores, widens and rounds
+// S as the CPU backend does, to the bit; scored, sampled, and at the MNIST shape (d_head 32: the
+// register path; 40 positions: fp16's exponent grows five times).
+TEST(CudaTwins, PlanWithA16BitStateAsTheCpuBackend) {
+  const Model small = load_model(small_golden());
+  const ImageSet in = read_images(small_golden() + "/inputs-idx-ubyte", small.config);
+  const Model mnist = random_model(Config::mnist(), 42);
+  for (StateFormat state : {StateFormat::Fp16}) { // bf16 is refused (docs/STATE.md)
+    const Pair scored = both(small, job_of(in.count, 0), 2, in.bytes.data(), nullptr,
+                             Precision::Fp32, false, state);
+    EXPECT_EQ(scored.cpu_lp, scored.twin_lp) << name(state);
+    EXPECT_NE(scored.twin_lp, both(small, job_of(in.count, 0), 2, in.bytes.data()).twin_lp);
+    const Pair sampled =
+        both(small, job_of(7, 99, 5), 3, nullptr, nullptr, Precision::Fp32, false, state);
+    EXPECT_EQ(sampled.cpu, sampled.twin) << name(state);
+    const Pair p =
+        both(mnist, job_of(3, 11, 0, 40), 2, nullptr, nullptr, Precision::Fp32, false, state);
+    EXPECT_EQ(p.cpu, p.twin) << name(state);
+  }
+}
+
 // The GPU's prefill (the embedding by position, the attention walking the rows through one
 // state, the state copied into each sample's slot): the CPU backend's bytes and log-likelihoods
 // to the bit, for completions whose known leading run differs per image: the small model in fp32
-// and bf16, whole images; the MNIST shape in fp32, its first 24 positions (the twin's GEMM is the
-// plain loop: seconds per position at this size).
+// and bf16, every state format, whole images; the MNIST shape in fp32 with the fp32 and fp16
+// states, its first 24 positions (the twin's GEMM is the plain loop: seconds per position here).
 TEST(CudaTwins, PlanPrefillsAsTheCpuBackend) {
   const Model small = load_model(small_golden());
   const Model mnist = random_model(Config::mnist(), 42);
@@ -240,14 +282,15 @@ TEST(CudaTwins, PlanPrefillsAsTheCpuBackend) {
     for (int r = 0; r < 4; ++r) // image r knows its first (r + 1) * step bytes, image 4 none
       for (int t = 0; t < (r + 1) * step; ++t)
         known[size_t(r) * T + t] = 1;
-    for (Precision precision : {Precision::Fp32, Precision::Bf16}) {
-      if (m == &mnist && precision == Precision::Bf16)
-        continue;
-      Rollout job = job_of(n, 3, 0, m == &mnist ? 24 : -1);
-      const Pair p = both(*m, job, 2, given.data(), known.data(), precision, true);
-      EXPECT_EQ(p.cpu, p.twin) << name(precision);
-      EXPECT_EQ(p.cpu_lp, p.twin_lp) << name(precision);
-    }
+    for (Precision precision : {Precision::Fp32, Precision::Bf16})
+      for (StateFormat state : all_state_formats()) {
+        if (refusal(state) || (m == &mnist && precision == Precision::Bf16))
+          continue;
+        Rollout job = job_of(n, 3, 0, m == &mnist ? 24 : -1);
+        const Pair p = both(*m, job, 2, given.data(), known.data(), precision, true, state);
+        EXPECT_EQ(p.cpu, p.twin) << name(precision) << " state " << name(state);
+        EXPECT_EQ(p.cpu_lp, p.twin_lp) << name(precision) << " state " << name(state);
+      }
   }
 }
 

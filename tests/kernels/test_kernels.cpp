@@ -149,70 +149,131 @@ Case embedding_case() {
       }};
 }
 
-// One layer of linear attention, three steps from a random state (equations 16-20): the outputs
-// and the whole state.
-Case attention_case(int d) {
-  return {"linear_attention d_head " + std::to_string(d),
-          {Where::Twin, Where::Cpu, Where::Cuda},
-          2e-5,
-          [d](Where w, bool perf, int reps, double *secs) {
-            const int rows = perf ? 256 : 9, layers = 2, heads = perf ? 8 : 3, layer = 1;
-            Config c;
-            c.n_layers = layers;
-            c.n_heads = heads;
-            c.d_head = d;
-            const int A = heads * d, steps = perf ? 1 : 3;
-            Outputs o;
-            o.f = uniforms(state_block_offset(rows, 0, 0, layers, heads, d), 10, 0.0f, 0.5f);
-            std::vector<float> att(size_t(rows) * A);
-            for (int step = 0; step < steps; ++step) {
-              const auto qkv = uniforms(size_t(rows) * 3 * A, 20 + step, -2, 2);
-              if (w == Where::Reference) {
-                for (int r = 0; r < rows; ++r)
-                  for (int h = 0; h < heads; ++h) {
-                    const float *q = &qkv[size_t(r) * 3 * A + h * d], *k = q + A, *v = q + 2 * A;
-                    float *S = &o.f[state_block_offset(r, layer, h, layers, heads, d)];
-                    float *z = S + size_t(d) * d, den = 0;
-                    for (int i = 0; i < d; ++i) { // S += phi(k) v^T, z += phi(k), then read
-                      z[i] += phi(k[i]);
-                      den += phi(q[i]) * z[i];
-                    }
-                    for (int j = 0; j < d; ++j) {
-                      float num = 0;
-                      for (int i = 0; i < d; ++i) {
-                        S[size_t(i) * d + j] += phi(k[i]) * v[j];
-                        num += phi(q[i]) * S[size_t(i) * d + j];
-                      }
-                      att[size_t(r) * A + h * d + j] = num / (den + kAttentionEps);
-                    }
+// x rounded to what format f stores with exponent e (kernels/state_format.h: quantize).
+float stored(float x, StateFormat f, int e) {
+  return f == StateFormat::Fp16   ? quantize<StateFormat::Fp16>(x, e)
+         : f == StateFormat::Bf16 ? quantize<StateFormat::Bf16>(x, e)
+                                  : x;
+}
+
+// A state of `blocks` (image, layer, head) blocks as values: S (d x d) then z (d) per block, and
+// as the bytes of format f (state_format.h's layout).
+std::vector<uint8_t> to_storage(const std::vector<float> &v, int blocks, int d, StateFormat f,
+                                int e) {
+  std::vector<uint8_t> st(size_t(blocks) * state_block_bytes(d, f));
+  for (int b = 0; b < blocks; ++b) {
+    uint8_t *block = st.data() + size_t(b) * state_block_bytes(d, f);
+    const float *S = &v[size_t(b) * (d + 1) * d];
+    for (size_t i = 0; i < size_t(d) * d; ++i)
+      f == StateFormat::Fp16   ? store_state<StateFormat::Fp16>(block, i, S[i], e)
+      : f == StateFormat::Bf16 ? store_state<StateFormat::Bf16>(block, i, S[i], e)
+                               : store_state<StateFormat::Fp32>(block, i, S[i], e);
+    std::memcpy(block + state_s_bytes(d, f), S + size_t(d) * d, size_t(d) * 4);
+  }
+  return st;
+}
+std::vector<float> from_storage(const std::vector<uint8_t> &st, int blocks, int d, StateFormat f,
+                                const std::function<int(int)> &exponent) {
+  std::vector<float> v(size_t(blocks) * (d + 1) * d);
+  for (int b = 0; b < blocks; ++b) {
+    const int e = exponent(b);
+    const uint8_t *block = st.data() + size_t(b) * state_block_bytes(d, f);
+    float *S = &v[size_t(b) * (d + 1) * d];
+    for (size_t i = 0; i < size_t(d) * d; ++i)
+      S[i] = f == StateFormat::Fp16   ? load_state<StateFormat::Fp16>(block, i, e)
+             : f == StateFormat::Bf16 ? load_state<StateFormat::Bf16>(block, i, e)
+                                      : load_state<StateFormat::Fp32>(block, i, e);
+    std::memcpy(S + size_t(d) * d, block + state_s_bytes(d, f), size_t(d) * 4);
+  }
+  return v;
+}
+
+// One layer of linear attention, three steps from a random state (equations 16-20), S stored in
+// format f: the outputs and the whole state. The reference updates each cell in fp32, reads it
+// into the numerator, then rounds it to the storage (kernels/state_format.h). Positions 6, 7 and
+// 8: fp16's exponent goes from 2 to 3 between them.
+Case attention_case(int d, StateFormat f) {
+  // cuda: its expf in phi may move a cell across a rounding boundary of the storage: one unit
+  // in the last place of a 16-bit format (the state's values are below 16)
+  const double cuda_tolerance = f == StateFormat::Fp32   ? 2e-5
+                                : f == StateFormat::Fp16 ? 16.0 * std::ldexp(1.0, -10)
+                                                         : 16.0 * std::ldexp(1.0, -7);
+  return {
+      "linear_attention d_head " + std::to_string(d) + " state " + name(f),
+      {Where::Twin, Where::Cpu, Where::Cuda},
+      cuda_tolerance,
+      [d, f](Where w, bool perf, int reps, double *secs) {
+        const int rows = perf ? 256 : 9, layers = 2, heads = perf ? 8 : 3, layer = 1;
+        Config c;
+        c.n_layers = layers;
+        c.n_heads = heads;
+        c.d_head = d;
+        const int A = heads * d, steps = perf ? 1 : 3, blocks = rows * layers * heads, t0 = 6;
+        StepParams p;
+        std::vector<float> state = uniforms(size_t(blocks) * (d + 1) * d, 10, 0.0f, 4.0f);
+        for (float &x : state) // the state as its storage holds it after position t0 - 1
+          x = stored(x, f, state_scale_exponent(f, t0 - 1));
+        std::vector<uint8_t> st = to_storage(state, blocks, d, f, state_scale_exponent(f, t0 - 1));
+        std::vector<float> att(size_t(rows) * A);
+        for (int step = 0; step < steps; ++step) {
+          p.t = t0 + step;
+          const int e = state_scale_exponent(f, p.t);
+          const auto qkv = uniforms(size_t(rows) * 3 * A, 20 + step, -2, 2);
+          if (w == Where::Reference) {
+            for (int r = 0; r < rows; ++r)
+              for (int h = 0; h < heads; ++h) {
+                const float *q = &qkv[size_t(r) * 3 * A + h * d], *k = q + A, *v = q + 2 * A;
+                float *S = &state[size_t((r * layers + layer) * heads + h) * (d + 1) * d];
+                float *z = S + size_t(d) * d, den = 0;
+                for (int i = 0; i < d; ++i) { // S += phi(k) v^T, z += phi(k), then read
+                  z[i] += phi(k[i]);
+                  den += phi(q[i]) * z[i];
+                }
+                for (int j = 0; j < d; ++j) {
+                  float num = 0;
+                  for (int i = 0; i < d; ++i) {
+                    const float s = S[size_t(i) * d + j] + phi(k[i]) * v[j];
+                    num += phi(q[i]) * s;
+                    S[size_t(i) * d + j] = stored(s, f, e);
                   }
-              } else if (w == Where::Twin) {
-                *secs += timed_cpu(reps, [&] {
-                  linear_attention_cpu(qkv.data(), o.f.data(), att.data(), rows, layer, layers,
-                                       heads, d);
-                });
-              } else if (w == Where::Cpu) {
-                *secs += timed_cpu(reps, [&] {
-                  linear_attention_rows(qkv.data(), o.f.data(), att.data(), rows, layer, c);
-                });
+                  att[size_t(r) * A + h * d + j] = num / (den + kAttentionEps);
+                }
               }
+          } else if (w == Where::Twin) {
+            *secs += timed_cpu(reps, [&] {
+              linear_attention_cpu(qkv.data(), st.data(), att.data(), rows, layer, layers, heads, d,
+                                   f, p.t);
+            });
+          } else if (w == Where::Cpu) {
+            *secs += timed_cpu(reps, [&] {
+              linear_attention_rows(qkv.data(), st.data(), f, p.t, att.data(), rows, layer, c);
+            });
+          }
 #ifdef TARNN_TEST_CUDA
-              else {
-                DeviceArray<float> dstate(o.f), dqkv(qkv), datt(att.size());
-                *secs += timed(reps, [&] {
-                  launch_linear_attention(dqkv.get(), dstate.get(), datt.get(), rows, layer, layers,
-                                          heads, d, nullptr);
-                });
-                o.f = dstate.download();
-                att = datt.download();
-              }
+          else {
+            DeviceArray<uint8_t> dstate(st);
+            DeviceArray<float> dqkv(qkv), datt(att.size());
+            DeviceArray<StepParams> dp(std::vector<StepParams>{p});
+            *secs += timed(reps, [&] {
+              launch_linear_attention(dqkv.get(), dstate.get(), datt.get(), rows, layer, layers,
+                                      heads, d, f, dp.get(), nullptr);
+            });
+            st = dstate.download();
+            att = datt.download();
+          }
 #endif
-              if (perf)
-                break;
-            }
-            o.f.insert(o.f.end(), att.begin(), att.end());
-            return o;
-          }};
+          if (perf)
+            break;
+        }
+        Outputs o;
+        // the layer stepped was stored last at t0 + steps - 1, the other one at t0 - 1
+        const auto exponent = [&](int b) {
+          return state_scale_exponent(f, (b / heads) % layers == layer ? t0 + steps - 1 : t0 - 1);
+        };
+        o.f = w == Where::Reference ? state : from_storage(st, blocks, d, f, exponent);
+        o.f.insert(o.f.end(), att.begin(), att.end());
+        return o;
+      }};
 }
 
 // y = act(y + b) for none, relu and gelu.
@@ -435,8 +496,9 @@ Case sample_case() {
 std::vector<Case> cases() {
   std::vector<Case> all = {embedding_case(), bias_act_case(), layernorm_case(), sample_case(),
                            round_bf16_case()};
-  for (int d : {32, 6, 20, 64, 256})
-    all.push_back(attention_case(d));
+  for (StateFormat f : all_state_formats())
+    for (int d : {32, 6, 20, 64, 256})
+      all.push_back(attention_case(d, f));
   return all;
 }
 

@@ -1,10 +1,13 @@
 // The arithmetic both backends share (kernels/tarnn_math.h), against independent references.
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <gtest/gtest.h>
+#include <immintrin.h>
 #include <vector>
 
+#include "kernels/state_format.h"
 #include "kernels/tarnn_math.h"
 
 using namespace tarnn;
@@ -223,4 +226,54 @@ TEST(ExpfExact, IsGlibcsExpfAndWithinOneUlp) {
   EXPECT_TRUE(std::isnan(expf_exact(NAN)));
   EXPECT_EQ(phi(2.5f), 3.5f);
   EXPECT_EQ(bits(phi(-1.0f)), bits(expf_exact(-1.0f)));
+}
+
+// ---- the 16-bit state's formats (kernels/state_format.h) ----------------------------------------
+
+// fp16_bits is IEEE's round to nearest even: every fp16 round-trips, the edges land where they
+// must, and where the CPU has F16C, vcvtps2ph and vcvtph2ps agree on every value tried.
+__attribute__((target("f16c"))) uint16_t f16c_bits(float x) {
+  return uint16_t(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
+}
+__attribute__((target("f16c"))) float f16c_float(uint16_t h) { return _cvtsh_ss(h); }
+
+TEST(StateFormats, Fp16IsIeeeHalfPrecision) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = from_fp16(uint16_t(h));
+    if (std::isnan(f))
+      EXPECT_TRUE(std::isnan(from_fp16(fp16_bits(f))));
+    else
+      ASSERT_EQ(fp16_bits(f), h) << "fp16 0x" << std::hex << h << " does not round-trip";
+  }
+  EXPECT_EQ(fp16_bits(65504.0f), 0x7bff);
+  EXPECT_EQ(fp16_bits(65519.996f), 0x7bff);
+  EXPECT_EQ(fp16_bits(65520.0f), 0x7c00); // the tie goes to even: infinity
+  EXPECT_EQ(fp16_bits(-1e30f), 0xfc00);
+  EXPECT_EQ(fp16_bits(std::ldexp(1.0f, -24)), 0x0001); // the least subnormal
+  EXPECT_EQ(fp16_bits(std::ldexp(1.0f, -25)), 0x0000); // half of it: ties to even
+  EXPECT_EQ(fp16_bits(std::ldexp(1.5f, -25)), 0x0001);
+  EXPECT_EQ(fp16_bits(1.0f + std::ldexp(1.0f, -11)), 0x3c00); // a tie below: even
+  EXPECT_EQ(fp16_bits(-0.0f), 0x8000);
+  EXPECT_EQ(quantize<StateFormat::Fp16>(3.7f, 3), quantize<StateFormat::Fp16>(3.7f, 0));
+  EXPECT_EQ(quantize<StateFormat::Fp16>(1e6f, 9), 999936.0f); // 1e6 fp16 overflows; scaled, not
+  EXPECT_EQ(state_scale_exponent(StateFormat::Fp16, -1), 0);
+  EXPECT_EQ(state_scale_exponent(StateFormat::Fp16, 0), 0);
+  EXPECT_EQ(state_scale_exponent(StateFormat::Fp16, 1), 1);
+  EXPECT_EQ(state_scale_exponent(StateFormat::Fp16, 782), 9);
+  EXPECT_EQ(state_scale_exponent(StateFormat::Fp32, 782), 0);
+  if (!__builtin_cpu_supports("f16c"))
+    GTEST_SKIP() << "no F16C on this CPU: the instructions are not compared";
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float a = from_fp16(uint16_t(h)), b = f16c_float(uint16_t(h));
+    ASSERT_EQ(0, std::memcmp(&a, &b, 4)) << "fp16 0x" << std::hex << h;
+  }
+  const uint64_t stride = std::getenv("TARNN_FP16_ALL") ? 1 : 61; // every float: a few seconds
+  uint64_t tried = 0;
+  for (uint64_t u = 0; u <= 0xffffffffu; u += stride, ++tried) {
+    float x;
+    const uint32_t v = uint32_t(u);
+    std::memcpy(&x, &v, 4);
+    ASSERT_EQ(fp16_bits(x), f16c_bits(x)) << "float 0x" << std::hex << v;
+  }
+  std::printf("fp16_bits = vcvtps2ph on %llu floats\n", static_cast<unsigned long long>(tried));
 }

@@ -1,0 +1,164 @@
+// How the state S is stored between positions (include/tarnn/numerics.h: StateFormat), on every
+// backend: an element's bytes, the rounding to the storage and the widening back. z stays fp32 in
+// every format, and the arithmetic is fp32 whatever the storage: load, widen, update, use, round
+// once, store. The layout of one image's state is here too, in bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tarnn/numerics.h"
+#include "tarnn_math.h"
+
+#ifdef __CUDACC__
+#include <cuda_fp16.h>
+#endif
+
+namespace tarnn {
+
+TARNN_HD int state_element_size(StateFormat f) { return f == StateFormat::Fp32 ? 4 : 2; }
+
+// ---- IEEE half precision (fp16) -----------------------------------------------------------------
+
+// f rounded to fp16, its bits: to nearest even, subnormals kept, beyond 65504 infinity, NaN kept
+// quiet. The rule of F16C's vcvtps2ph and of CUDA's __float2half_rn, which the device uses (the
+// tests hold the three to the same bits for every number; a NaN stays a NaN).
+TARNN_HD uint16_t fp16_bits(float f) {
+#ifdef __CUDA_ARCH__
+  return __half_as_ushort(__float2half_rn(f));
+#else
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) // NaN: quiet, the payload's top bits
+    return uint16_t(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x477ff000u) // 65520 and more: infinity (65504 is the largest fp16)
+    return uint16_t(sign | 0x7c00u);
+  if (a >= 0x38800000u) { // a normal fp16: rebias the exponent, round the 13 dropped bits
+    const uint32_t r = a - 0x38000000u;
+    return uint16_t(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
+  }
+  if (a < 0x33000000u) // below half the least subnormal, 2^-25: a zero of its sign
+    return uint16_t(sign);
+  const uint32_t m = (a & 0x7fffffu) | 0x800000u; // a subnormal fp16: k 2^-24, k = m 2^(e-126)
+  const int shift = 126 - int(a >> 23);           // 14 .. 24
+  uint32_t k = m >> shift;
+  const uint32_t rest = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (k & 1u)))
+    ++k; // may carry into the least normal, which is right
+  return uint16_t(sign | k);
+#endif
+}
+
+// An fp16's value as a float: exact (a NaN comes back quiet).
+TARNN_HD float from_fp16(uint16_t h) {
+#ifdef __CUDA_ARCH__
+  return __half2float(__ushort_as_half(h));
+#else
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu;
+  uint32_t m = h & 0x3ffu, u;
+  if (e == 31) // infinity, or a NaN made quiet (as vcvtph2ps does)
+    u = sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0u);
+  else if (e != 0)
+    u = sign | ((e + 112u) << 23) | (m << 13);
+  else if (m == 0)
+    u = sign;
+  else { // subnormal: m 2^-24, normalised
+    uint32_t x = 113;
+    while (!(m & 0x400u)) {
+      m <<= 1;
+      --x;
+    }
+    u = sign | (x << 23) | ((m & 0x3ffu) << 13);
+  }
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+
+// A bfloat16's value as a float: exact (its bits are a float's top half).
+TARNN_HD float from_bf16_bits(uint16_t h) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(uint32_t(h) << 16);
+#else
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+
+// ---- one element of S in storage ----------------------------------------------------------------
+
+// fp16's range is 65504, and S, a running sum with no decay, grows with the position (the shipped
+// model's largest |S| is 14,523 at t = 782; docs/STATE.md). So fp16 stores S 2^-e(t), e(t) =
+// floor(log2(t + 1)): about the mean of the t + 1 terms, whatever the length. A power of two
+// scales exactly: the rounding is fp16's own, only its range moves. S after position t is stored
+// with e(t) and read at t + 1 with it. The other formats keep their own range (e = 0).
+TARNN_HD int state_scale_exponent(StateFormat f, int t) {
+  if (f != StateFormat::Fp16 || t < 0)
+    return 0;
+  int e = 0;
+  for (unsigned u = unsigned(t) + 1u; u > 1u; u >>= 1)
+    ++e;
+  return e;
+}
+
+// 2^e as a float, exactly (|e| < 127).
+TARNN_HD float pow2f(int e) {
+  const uint32_t u = uint32_t(127 + e) << 23;
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+
+// x rounded to what format F stores with exponent e: the value the next position will read.
+template <StateFormat F> TARNN_HD float quantize(float x, int e = 0) {
+  if constexpr (F == StateFormat::Fp16)
+    return from_fp16(fp16_bits(x * pow2f(-e))) * pow2f(e);
+  else if constexpr (F == StateFormat::Bf16)
+    return from_bf16_bits(bf16_bits(x));
+  else
+    return x;
+}
+
+// Element i of S stored in format F at S with exponent e, widened; and x rounded into it.
+template <StateFormat F> TARNN_HD float load_state(const void *S, size_t i, int e = 0) {
+  if constexpr (F == StateFormat::Fp16)
+    return from_fp16(static_cast<const uint16_t *>(S)[i]) * pow2f(e);
+  else if constexpr (F == StateFormat::Bf16)
+    return from_bf16_bits(static_cast<const uint16_t *>(S)[i]);
+  else
+    return static_cast<const float *>(S)[i];
+}
+template <StateFormat F> TARNN_HD void store_state(void *S, size_t i, float x, int e = 0) {
+  if constexpr (F == StateFormat::Fp16)
+    static_cast<uint16_t *>(S)[i] = fp16_bits(x * pow2f(-e));
+  else if constexpr (F == StateFormat::Bf16)
+    static_cast<uint16_t *>(S)[i] = bf16_bits(x);
+  else
+    static_cast<float *>(S)[i] = x;
+}
+
+// ---- the state's layout, in bytes ---------------------------------------------------------------
+
+// One (image, layer, head) block: S (d x d, row-major, in the format, padded to 4 bytes) then z
+// (d floats). Blocks are ordered image, layer, head, so an image's state is one contiguous range
+// and a chunk's first n images are one too (model/batch.h: every backend's layout).
+TARNN_HD size_t state_s_bytes(int d, StateFormat f) {
+  return (size_t(d) * d * size_t(state_element_size(f)) + 3) / 4 * 4;
+}
+TARNN_HD size_t state_block_bytes(int d, StateFormat f) {
+  return state_s_bytes(d, f) + size_t(d) * sizeof(float);
+}
+TARNN_HD size_t state_block_offset(int image, int layer, int head, int n_layers, int n_heads, int d,
+                                   StateFormat f) {
+  return ((size_t(image) * n_layers + layer) * n_heads + head) * state_block_bytes(d, f);
+}
+
+} // namespace tarnn
