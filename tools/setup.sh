@@ -16,7 +16,7 @@ esac
 # python3 that may come first on PATH.
 packages=(cmake g++ make nlohmann-json3-dev libstb-dev libcli11-dev libgtest-dev binutils
           libcpp-httplib-dev)
-[ "$job" = test ] && packages+=(python3-torch python3-numpy python3-matplotlib clang libclang-rt-14-dev
+[ "$job" = test ] && packages+=(python3-torch libopenblas0-pthread python3-numpy python3-matplotlib clang libclang-rt-14-dev
                                 pybind11-dev python3-dev python3-pytest parallel slurm-wlm munge
                                 python3-pil chromium)
 # tarnn serve's browser test: node and npm (from Debian where the machine has none of its own)

@@ -77,10 +77,47 @@ def causal_numerator(fq, fk, v, chunk=0):
     return num.reshape(n, h, l + pad, d)[:, :, :l]
 
 
+def state_exponent(fmt, t):
+    """e(t) of kernels/state_format.h: fp16 stores S after position t as S 2^-e(t), exactly."""
+    return int(math.floor(math.log2(t + 1))) if fmt == "fp16" and t >= 0 else 0
+
+
+def quantize_state(s, fmt, t):
+    """S after position t as the engine stores it (--state, kernels/state_format.h), read back:
+    fp32 unchanged; fp16 of S 2^-e(t), to nearest even, times 2^e(t); bf16 to nearest even (the
+    engine also flushes subnormals to zero: below 1.2e-38). For the study (docs/STATE.md), also
+    'fp16-unscaled' (fp16 of S itself) and 'fp16-mean' (fp16 of S / (t + 1))."""
+    if fmt == "fp32":
+        return s
+    if fmt in ("fp16", "fp16-unscaled"):
+        scale = 2.0 ** state_exponent("fp16" if fmt == "fp16" else "none", t)
+        return (s / scale).half().float() * scale
+    if fmt == "fp16-mean":
+        return (s / (t + 1)).half().float() * (t + 1)
+    if fmt == "bf16":
+        return s.bfloat16().float()
+    raise ValueError(f"unknown state format {fmt!r}")
+
+
+def stored_state_numerator(fq, fk, v, fmt):
+    """The numerator of equation 9 as the engine's recurrence forms it with S stored in `fmt`
+    between positions: S_t = stored(S_{t-1}) + phi(k_t) v_t^T, read out in fp32 before it is
+    stored (load, widen, update, use, round once, store). fq, fk, v: [n, h, L, d] float32."""
+    n, h, l, d = fq.shape
+    S = torch.zeros(n, h, d, d, dtype=torch.float32, device=fq.device)
+    out = []
+    for t in range(l):
+        S = S + fk[:, :, t, :, None] * v[:, :, t, None, :]
+        out.append((fq[:, :, t, :, None] * S).sum(-2))
+        S = quantize_state(S, fmt, t)
+    return torch.stack(out, 2)
+
+
 class Attention(nn.Module):
     """Causal multi-head attention; linear (equations 8-9) or softmax, same weights."""
 
     chunk = 0  # > 0: causal_numerator's blocked form (train.py sets it)
+    state_format = None  # a --state: the recurrence with S stored so (stored_state_numerator)
 
     def __init__(self, d_model, n_heads, d_head, kind):
         super().__init__()
@@ -100,7 +137,10 @@ class Attention(nn.Module):
             # a_t = phi(q_t)^T sum_{j<=t} phi(k_j) v_j^T / (phi(q_t)^T sum_{j<=t} phi(k_j) + eps):
             # the causal form of equation 9.
             fq, fk = phi(q), phi(k)
-            num = causal_numerator(fq, fk, v, self.chunk)
+            if self.state_format:
+                num = stored_state_numerator(fq.float(), fk.float(), v.float(), self.state_format)
+            else:
+                num = causal_numerator(fq, fk, v, self.chunk)
             z = (wide(fq) * wide(fk).cumsum(-2)).sum(-1, keepdim=True)  # phi(q_t)^T sum phi(k_j)
             out = (num / (z + 1e-6)).to(v.dtype)
         elif self.kind == "softmax":

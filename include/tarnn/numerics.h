@@ -41,6 +41,12 @@ std::string state_format_help();
 // docs/STATE.md), or null. parse_state_format and resolve_run_options refuse it with this reason.
 const char *refusal(StateFormat s);
 
+// The longest image (in positions) a state format is accepted for, 0 for any: fp16's error grows
+// with the position (a running sum loses the low bits of later increments), measured to be
+// harmless up to the CIFAR-10 shape's 3,071 positions (docs/STATE.md). resolve_run_options
+// refuses a longer model.
+int state_max_positions(StateFormat s);
+
 // Every value of each enum, in the order of the help texts (refused state formats included: the
 // study and the kernels' tests run them).
 std::vector<Device> all_devices();

@@ -77,6 +77,10 @@ RunOptions resolve_run_options(const Config &c, RunOptions o) {
   }
   if (const char *why = refusal(o.state))
     throw Error(std::string("--state ") + name(o.state) + ": refused: " + why);
+  if (const int most = state_max_positions(o.state); most > 0 && c.positions() > most)
+    throw Error(std::string("--state ") + name(o.state) + " is measured up to " +
+                std::to_string(most) + " positions (docs/STATE.md), this model has " +
+                std::to_string(c.positions()) + ": use --state fp32");
   if (!has(device.states, o.state)) {
     std::vector<Device> where;
     for (Device d : all_devices())

@@ -112,6 +112,16 @@ TEST(Precision, NamesParseBackToTheirValues) {
   EXPECT_NE(error_of([&] { resolve_run_options(Config::mnist(), bf16_state); }).find("refused"),
             std::string::npos);
   EXPECT_EQ(refusal(StateFormat::Fp16), nullptr);
+  // fp16 is accepted up to the longest image the study measured (CIFAR-10's 3,071 positions)
+  RunOptions fp16;
+  fp16.state = StateFormat::Fp16;
+  EXPECT_EQ(error_of([&] { resolve_run_options(Config::cifar10(), fp16); }), "(no error)");
+  Config big = Config::mnist();
+  big.height = big.width = 64; // 4,095 positions
+  EXPECT_EQ(error_of([&] { resolve_run_options(big, fp16); }),
+            "--state fp16 is measured up to 3071 positions (docs/STATE.md), this model has 4095: "
+            "use --state fp32");
+  EXPECT_EQ(error_of([&] { resolve_run_options(big, RunOptions{}); }), "(no error)");
   EXPECT_EQ(state_bytes_per_image(Config::mnist(), StateFormat::Fp32), 270336);
   EXPECT_EQ(state_bytes_per_image(Config::mnist(), StateFormat::Fp16), 139264); // S 2 B, z 4 B
 }

@@ -48,6 +48,7 @@ def test_info_and_page(small):
     assert status == 200 and kind == "application/json"
     assert (info["height"], info["width"], info["channels"]) == (5, 4, 2)
     assert info["max_samples"] == 64
+    assert (info["precision"], info["state"]) == ("fp32", "fp32")  # the engine's numerics
     for path, want in [("/", "text/html"), ("/app.js", "text/javascript"),
                        ("/style.css", "text/css"), ("/digits.json", "application/json")]:
         status, kind, body = small.get(path)

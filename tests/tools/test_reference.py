@@ -47,5 +47,18 @@ total = lp.exp().sum(0)
 check("loss is a distribution over the 256 bytes", torch.allclose(total, torch.ones(4, dtype=torch.float64), atol=1e-6),
       f"(sums {total.tolist()})")
 
+# The storage of S for --state (tools/tarnn_model.py: quantize_state), as kernels/state_format.h:
+# fp16 of S 2^-e(t), e(t) = floor(log2(t + 1)), a power of two, so it rounds as plain fp16 does
+# where plain fp16 has the range; and beyond 65504, where plain fp16 overflows, it does not.
+s = torch.tensor([3.7, 0.1, 65000.0, 1.0e6])
+check("fp16 state: e(t) is floor(log2(t + 1))",
+      [tm.state_exponent("fp16", t) for t in (-1, 0, 1, 2, 3, 782)] == [0, 0, 1, 1, 2, 9])
+scaled, plain = tm.quantize_state(s, "fp16", 782), tm.quantize_state(s, "fp16-unscaled", 782)
+check("fp16 state: the scale changes no rounding within fp16's range",
+      torch.equal(scaled[:3], plain[:3]), f"({scaled.tolist()} {plain.tolist()})")
+check("fp16 state: beyond it the scaled form holds what plain fp16 cannot",
+      torch.isinf(plain[3]).item() and abs(scaled[3].item() - 1e6) < 1e6 * 2 ** -10)
+check("fp32 state: unchanged", torch.equal(tm.quantize_state(s, "fp32", 5), s))
+
 print(f"{checks[0] - len(failures)} passed, {len(failures)} failed")
 sys.exit(1 if failures else 0)
