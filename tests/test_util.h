@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tarnn/error.h"
+#include "tarnn/model.h"
 
 namespace tarnn_test {
 
@@ -46,6 +47,18 @@ inline std::vector<char> read_file(const std::string &path) {
 
 inline void write_file(const std::string &path, const std::vector<char> &data) {
   std::ofstream(path, std::ios::binary).write(data.data(), std::streamsize(data.size()));
+}
+
+// MNIST's 783 positions with narrower layers (2 of them, d_model 64, d_ff 128) and `heads` heads of
+// d_head, random weights: full rollouts on plain reference paths take seconds, not minutes.
+inline tarnn::Model narrow_mnist(int heads, int d_head, uint64_t seed = 7) {
+  tarnn::Config c = tarnn::Config::mnist();
+  c.n_layers = 2;
+  c.n_heads = heads;
+  c.d_head = d_head;
+  c.d_model = 64;
+  c.d_ff = 128;
+  return tarnn::random_model(c, seed);
 }
 
 // The one line a tarnn::Error says, or "(no error)".

@@ -18,15 +18,7 @@ namespace {
 // MNIST's 783 positions, narrower layers, d_head 32 (the kernels' register path; the CPU's
 // unrolled update): the twin's plain GEMM takes seconds, not minutes.
 const Model &model() {
-  static const Model m = [] {
-    Config c = Config::mnist();
-    c.n_layers = 2;
-    c.n_heads = 2;
-    c.d_head = 32;
-    c.d_model = 64;
-    c.d_ff = 128;
-    return random_model(c, 7);
-  }();
+  static const Model m = narrow_mnist(2, 32);
   return m;
 }
 
