@@ -16,10 +16,12 @@ namespace {
 
 // DH > 0: d_head known at compile time (the paper's 32): the walk unrolls and the column of S
 // lives in registers from entry to the end. F: how S is stored (state_format.h).
+// A block is 256 threads (G pairs of dpad); 4 blocks per SM need at most 64 registers a thread
+// (65 without the bound: 3 blocks, docs/CUDA.md); tests/cuda/registers_test.sh holds the budget.
 template <int DH, StateFormat F>
-__global__ void linear_attention_kernel(const float *qkv, void *state, float *att, int rows,
-                                        int layer, int n_layers, int n_heads, int d_runtime,
-                                        const StepParams *p) {
+__global__ void __launch_bounds__(256, 4)
+    linear_attention_kernel(const float *qkv, void *state, float *att, int rows, int layer,
+                            int n_layers, int n_heads, int d_runtime, const StepParams *p) {
   const int d = DH > 0 ? DH : d_runtime;
   const int t = F == StateFormat::Fp16 ? p->t : 0; // only fp16 scales by the position
   extern __shared__ float shared[];                // per pair: phi(q), phi(k), old z; d floats each
@@ -31,14 +33,14 @@ __global__ void linear_attention_kernel(const float *qkv, void *state, float *at
   float *fq = shared + size_t(g) * 3 * d, *fk = fq + d, *z_old = fk + d;
   void *S = nullptr;
   float *z = nullptr, v_j = 0.0f;
-  float col[DH > 0 ? DH : 1];
+  ColumnOf<DH, F> col;
   if (active) {
     char *block =
         static_cast<char *>(state) + state_block_offset(r, layer, h, n_layers, n_heads, d, F);
     S = block;
     z = reinterpret_cast<float *>(block + state_s_bytes(d, F));
     if constexpr (DH > 0)
-      load_column<DH, F>(j, S, col, state_scale_exponent(F, t - 1)); // the longest wait: first
+      col.load(j, S); // the longest wait: first
     attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq, fk, z_old, &v_j);
   }
   __syncthreads(); // every thread reaches it: inactive ones only skip the work
@@ -46,7 +48,7 @@ __global__ void linear_attention_kernel(const float *qkv, void *state, float *at
     return;
   att[size_t(r) * A + h * d + j] = attention_phase2<DH, F>(j, d, v_j, fq, fk, z_old, col, S, z, t);
   if constexpr (DH > 0)
-    store_column<DH, F>(j, col, S, state_scale_exponent(F, t));
+    col.store(j, S);
 }
 
 // The rows are consecutive positions of one image (a prefill): one block per head, thread j
@@ -54,9 +56,10 @@ __global__ void linear_attention_kernel(const float *qkv, void *state, float *at
 // phases. Position r's update must land before r + 1 reads z: a barrier after each phase. With
 // DH > 0 the column stays in registers over all the rows: S is read once and written once.
 template <int DH, StateFormat F>
-__global__ void linear_attention_positions_kernel(const float *qkv, void *state, float *att,
-                                                  int rows, int layer, int n_layers, int n_heads,
-                                                  int d_runtime, const StepParams *p) {
+__global__ void __launch_bounds__(256)
+    linear_attention_positions_kernel(const float *qkv, void *state, float *att, int rows,
+                                      int layer, int n_layers, int n_heads, int d_runtime,
+                                      const StepParams *p) {
   const int d = DH > 0 ? DH : d_runtime;
   const int t0 = F == StateFormat::Fp16 ? p->t : 0; // row r is position t0 + r
   extern __shared__ float shared[];                 // phi(q), phi(k), old z; d floats each
@@ -68,10 +71,10 @@ __global__ void linear_attention_positions_kernel(const float *qkv, void *state,
       static_cast<char *>(state) + state_block_offset(0, layer, h, n_layers, n_heads, d, F);
   void *S = block;
   float *z = reinterpret_cast<float *>(block + state_s_bytes(d, F));
-  float col[DH > 0 ? DH : 1];
+  ColumnOf<DH, F> col;
   if constexpr (DH > 0)
     if (active)
-      load_column<DH, F>(j, S, col, state_scale_exponent(F, t0 - 1));
+      col.load(j, S);
   for (int r = 0; r < rows; ++r) {
     float v_j = 0.0f;
     if (active)
@@ -84,7 +87,7 @@ __global__ void linear_attention_positions_kernel(const float *qkv, void *state,
   }
   if constexpr (DH > 0)
     if (active)
-      store_column<DH, F>(j, col, S, state_scale_exponent(F, t0 + rows - 1));
+      col.store(j, S);
 }
 
 // Launches the step kernel (or, with `positions`, the positions kernel) for format F.

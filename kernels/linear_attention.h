@@ -28,20 +28,65 @@ TARNN_HD void attention_load(int j, const float *qkv_row, int A, int h, int d, c
   *v_j = qkv_row[2 * A + c];
 }
 
-// Column j of S wherever phase 2 walks it: a thread's registers (the values widened, each
-// rounded to format F as it is set, as the storage would hold it), or the state in memory. The
-// exponents: what S was stored with (e_in, read) and will be (e_out, set): state_format.h.
-template <StateFormat F> struct RegisterColumn {
-  float *s;
-  int e_out;
-  TARNN_HD float get(int i) const { return s[i]; }
-  TARNN_HD void set(int i, float x) const { s[i] = quantize<F>(x, e_out); }
+// Column j of S wherever phase 2 walks it: its thread's registers, or the state in memory. Each
+// cell is read widened with the exponent it was stored with (e_in) and set rounded with the next
+// (e_out), as the storage would hold it (state_format.h).
+//
+// In registers, for a d_head known at compile time (the kernels' register path): fp32 values, or
+// a 16-bit format's bits two to a register, half the registers (the fp16 step kernel then keeps
+// to 64 without spilling). Loaded at entry and stored at the end: with D known the GPU issues the
+// loads before phase 1 waits on q, k and v, so the state's DRAM latency overlaps theirs (a warp's
+// load reads one whole row of S).
+template <int D, StateFormat F> struct RegisterColumn {
+  static constexpr bool kPacked = F != StateFormat::Fp32;
+  uint32_t bits[kPacked ? D / 2 : 1]; // 16-bit formats: element i in half i % 2 of bits[i / 2]
+  float value[kPacked ? 1 : D];       // fp32
+  int e_in = 0, e_out = 0;
+
+  TARNN_HD float get(int i) const {
+    if constexpr (kPacked)
+      return widen_bits<F>(uint16_t(bits[i / 2] >> (16 * (i % 2))), e_in);
+    else
+      return value[i];
+  }
+  TARNN_HD void set(int i, float x) {
+    if constexpr (kPacked) {
+      const unsigned shift = 16u * unsigned(i % 2);
+      bits[i / 2] = (bits[i / 2] & ~(0xffffu << shift)) | uint32_t(narrow_bits<F>(x, e_out))
+                                                              << shift;
+    } else {
+      value[i] = x;
+    }
+  }
+  TARNN_HD void load(int j, const void *S) {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (int i = 0; i < D; ++i)
+      if constexpr (kPacked) {
+        const uint32_t h = static_cast<const uint16_t *>(S)[size_t(i) * D + j];
+        bits[i / 2] = i % 2 ? (bits[i / 2] | h << 16) : h;
+      } else {
+        value[i] = static_cast<const float *>(S)[size_t(i) * D + j];
+      }
+  }
+  TARNN_HD void store(int j, void *S) const {
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (int i = 0; i < D; ++i)
+      if constexpr (kPacked)
+        static_cast<uint16_t *>(S)[size_t(i) * D + j] = uint16_t(bits[i / 2] >> (16 * (i % 2)));
+      else
+        static_cast<float *>(S)[size_t(i) * D + j] = value[i];
+  }
 };
+
 template <StateFormat F> struct MemoryColumn {
   void *S;
   int j, d, e_in, e_out;
   TARNN_HD float get(int i) const { return load_state<F>(S, size_t(i) * d + j, e_in); }
-  TARNN_HD void set(int i, float x) const { store_state<F>(S, size_t(i) * d + j, x, e_out); }
+  TARNN_HD void set(int i, float x) { store_state<F>(S, size_t(i) * d + j, x, e_out); }
 };
 
 // Phase 2, thread j, over column j of S: each S_ij updated, read into the numerator, then set (to
@@ -49,7 +94,7 @@ template <StateFormat F> struct MemoryColumn {
 // unrolls the walk and a RegisterColumn stays in registers.
 template <int D, class Column>
 TARNN_HD float attention_walk(int j, int d_runtime, float v_j, const float *fq, const float *fk,
-                              const float *z_old, const Column &col, float &z_j) {
+                              const float *z_old, Column &col, float &z_j) {
   const int d = D > 0 ? D : d_runtime;
   float num = 0.0f, den = 0.0f;
 #ifdef __CUDA_ARCH__
@@ -67,43 +112,29 @@ TARNN_HD float attention_walk(int j, int d_runtime, float v_j, const float *fq, 
   return attention_out(num, den);
 }
 
-// Column j of S into registers (widened) and back (rounded: exact, the values are quantized):
-// with D known, the GPU loads the column at entry, before phase 1 waits on q, k and v, so the
-// state's DRAM latency overlaps theirs (each load instruction of a warp reads one whole row of
-// S), and stores it once at the end.
-template <int D, StateFormat F>
-TARNN_HD void load_column(int j, const void *S, float (&s)[D], int e) {
-#ifdef __CUDA_ARCH__
-#pragma unroll
-#endif
-  for (int i = 0; i < D; ++i)
-    s[i] = load_state<F>(S, size_t(i) * D + j, e);
-}
-template <int D, StateFormat F>
-TARNN_HD void store_column(int j, const float (&s)[D], void *S, int e) {
-#ifdef __CUDA_ARCH__
-#pragma unroll
-#endif
-  for (int i = 0; i < D; ++i)
-    store_state<F>(S, size_t(i) * D + j, s[i], e);
-}
-
 // The paper's d_head: the kernels keep the column in registers for this size.
 constexpr int kRegisterDHead = 32;
 
+// The register column of a kernel instantiated for DH (0: unused, the memory path).
+template <int DH, StateFormat F> using ColumnOf = RegisterColumn<(DH > 0 ? DH : 2), F>;
+
 // Phase 2 of position t as the kernels run it, setting z[j] and returning a_j: D > 0, on the
-// column in `col` (registers, as position t - 1 left them; store_column writes them back), else
-// on S in memory (`col` unused).
+// column in `col` (registers, as position t - 1 left them; col.store writes them back), else on
+// S in memory (`col` unused).
 template <int D, StateFormat F>
 TARNN_HD float attention_phase2(int j, int d, float v_j, const float *fq, const float *fk,
-                                const float *z_old, float *col, void *S, float *z, int t) {
+                                const float *z_old, ColumnOf<D, F> &col, void *S, float *z, int t) {
   const int e_in = state_scale_exponent(F, t - 1), e_out = state_scale_exponent(F, t);
   float z_j = 0.0f;
   float a;
-  if constexpr (D > 0)
-    a = attention_walk<D>(j, D, v_j, fq, fk, z_old, RegisterColumn<F>{col, e_out}, z_j);
-  else
-    a = attention_walk<0>(j, d, v_j, fq, fk, z_old, MemoryColumn<F>{S, j, d, e_in, e_out}, z_j);
+  if constexpr (D > 0) {
+    col.e_in = e_in;
+    col.e_out = e_out;
+    a = attention_walk<D>(j, D, v_j, fq, fk, z_old, col, z_j);
+  } else {
+    MemoryColumn<F> memory{S, j, d, e_in, e_out};
+    a = attention_walk<0>(j, d, v_j, fq, fk, z_old, memory, z_j);
+  }
   z[j] = z_j;
   return a;
 }
@@ -121,10 +152,8 @@ void linear_attention_cpu(const float *qkv, void *state, float *att, int rows, i
   constexpr int R = kRegisterDHead;
   const int A = n_heads * d;
   std::vector<float> fq(d), fk(d), z_old(d), v(d);
-  struct Column {
-    float s[R];
-  };
-  std::vector<Column> cols(d == R ? R : 0);
+  std::vector<RegisterColumn<R, F>> cols(d == R ? R : 0);
+  ColumnOf<0, F> unused; // the memory path's
   for (int r = 0; r < rows; ++r)
     for (int h = 0; h < n_heads; ++h) {
       const int at = positions ? t + r : t; // the row's position
@@ -133,18 +162,18 @@ void linear_attention_cpu(const float *qkv, void *state, float *att, int rows, i
       void *S = block;
       float *z = reinterpret_cast<float *>(block + state_s_bytes(d, F));
       for (size_t j = 0; j < cols.size(); ++j)
-        load_column<R, F>(int(j), S, cols[j].s, state_scale_exponent(F, at - 1));
+        cols[j].load(int(j), S);
       for (int j = 0; j < d; ++j)
         attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq.data(), fk.data(), z_old.data(),
                        &v[j]);
       float *out = att + size_t(r) * A + h * d;
       for (int j = 0; j < d; ++j)
         out[j] = d == R ? attention_phase2<R, F>(j, d, v[j], fq.data(), fk.data(), z_old.data(),
-                                                 cols[size_t(j)].s, S, z, at)
+                                                 cols[size_t(j)], S, z, at)
                         : attention_phase2<0, F>(j, d, v[j], fq.data(), fk.data(), z_old.data(),
-                                                 nullptr, S, z, at);
+                                                 unused, S, z, at);
       for (size_t j = 0; j < cols.size(); ++j)
-        store_column<R, F>(int(j), cols[j].s, S, state_scale_exponent(F, at));
+        cols[j].store(int(j), S);
     }
 }
 

@@ -117,32 +117,40 @@ TARNN_HD float pow2f(int e) {
 #endif
 }
 
+// x rounded to a 16-bit format's bits with exponent e, and such bits widened back (exact).
+template <StateFormat F> TARNN_HD uint16_t narrow_bits(float x, int e) {
+  if constexpr (F == StateFormat::Fp16)
+    return fp16_bits(x * pow2f(-e));
+  else
+    return bf16_bits(x);
+}
+template <StateFormat F> TARNN_HD float widen_bits(uint16_t h, int e) {
+  if constexpr (F == StateFormat::Fp16)
+    return from_fp16(h) * pow2f(e);
+  else
+    return from_bf16_bits(h);
+}
+
 // x rounded to what format F stores with exponent e: the value the next position will read.
 template <StateFormat F> TARNN_HD float quantize(float x, int e = 0) {
-  if constexpr (F == StateFormat::Fp16)
-    return from_fp16(fp16_bits(x * pow2f(-e))) * pow2f(e);
-  else if constexpr (F == StateFormat::Bf16)
-    return from_bf16_bits(bf16_bits(x));
-  else
+  if constexpr (F == StateFormat::Fp32)
     return x;
+  else
+    return widen_bits<F>(narrow_bits<F>(x, e), e);
 }
 
 // Element i of S stored in format F at S with exponent e, widened; and x rounded into it.
 template <StateFormat F> TARNN_HD float load_state(const void *S, size_t i, int e = 0) {
-  if constexpr (F == StateFormat::Fp16)
-    return from_fp16(static_cast<const uint16_t *>(S)[i]) * pow2f(e);
-  else if constexpr (F == StateFormat::Bf16)
-    return from_bf16_bits(static_cast<const uint16_t *>(S)[i]);
-  else
+  if constexpr (F == StateFormat::Fp32)
     return static_cast<const float *>(S)[i];
+  else
+    return widen_bits<F>(static_cast<const uint16_t *>(S)[i], e);
 }
 template <StateFormat F> TARNN_HD void store_state(void *S, size_t i, float x, int e = 0) {
-  if constexpr (F == StateFormat::Fp16)
-    static_cast<uint16_t *>(S)[i] = fp16_bits(x * pow2f(-e));
-  else if constexpr (F == StateFormat::Bf16)
-    static_cast<uint16_t *>(S)[i] = bf16_bits(x);
-  else
+  if constexpr (F == StateFormat::Fp32)
     static_cast<float *>(S)[i] = x;
+  else
+    static_cast<uint16_t *>(S)[i] = narrow_bits<F>(x, e);
 }
 
 // ---- the state's layout, in bytes ---------------------------------------------------------------
