@@ -108,7 +108,8 @@ public:
   // device keeps it in its own): what check_memory must count.
   double host_state_bytes(int64_t count) const;
 
-  // Runs the job; exceptions from workers or the device surface here as Error.
+  // Runs the job; exceptions from workers or the device surface here as Error. Several threads
+  // may run jobs on one Engine at once: each gets the images it would get alone.
   RunInfo run(const Rollout &job, const Progress &progress = nullptr);
 
   // The device's backend, for the library's own tools (the benchmark's timed steps).

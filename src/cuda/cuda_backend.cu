@@ -10,6 +10,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "../../kernels/cuda_util.h"
@@ -406,7 +407,11 @@ public:
                       options_.state);
   }
 
+  // One run at a time on this backend: its runs share one stream, the GEMMs' descriptors (the
+  // bias pointer is set per call), the bf16 scratch and the graph being captured, so a second
+  // thread (Python releases the GIL; a server's workers) waits for the first.
   RunInfo run(const Rollout &job, const Progress &progress) override {
+    std::lock_guard<std::mutex> one_at_a_time(running_);
     const Config &c = model_.config;
     const auto t0 = std::chrono::steady_clock::now();
     const int batch = plan_batch(c, job.batch > 0 ? job.batch : options_.batch, job.count,
@@ -472,6 +477,7 @@ private:
   const Model &model_;
   RunOptions options_;
   bool graph_;
+  std::mutex running_;
   Gpu gpu_;
   DeviceWeights weights_;
 };

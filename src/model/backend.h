@@ -56,6 +56,8 @@ class Backend {
 public:
   virtual ~Backend() = default;
   virtual std::string device() const = 0;
+  // Safe to call from several threads at once (a backend serialises what it must): the same
+  // results as one after the other.
   virtual RunInfo run(const Rollout &job, const Progress &progress) = 0;
   virtual int64_t batch_for(int64_t count) const = 0; // images a run of `count` holds at once
   virtual StepTimes time_steps(const TimedSteps &job) = 0;

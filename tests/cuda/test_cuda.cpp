@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <gtest/gtest.h>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "src/cpu/cpu_ops.h"
@@ -337,4 +338,32 @@ TEST(CudaMemory, BatchThatCannotFitIsAClearError) {
   }
   EXPECT_THROW(CudaDecoder(mnist(), 4'000'000), Error);
   EXPECT_THROW(Engine(mnist(), on(Device::Cuda, -1).run), Error);
+}
+
+// One CUDA Engine used from several threads at once: its backend runs one job at a time (its runs
+// share a stream, the GEMMs' descriptors and the graph being captured), so each thread gets the
+// images and scores it gets alone, whatever else runs beside it.
+TEST(CudaThreads, SeveralThreadsAtOnceGetWhatEachGetsAlone) {
+  REQUIRE_CUDA_DEVICE();
+  for (Precision precision : {Precision::Fp32, Precision::Bf16}) {
+    Engine engine(load_model(small_golden()), on(Device::Cuda, 6, true, precision).run);
+    std::vector<std::vector<uint8_t>> alone(4), together(4);
+    for (int i = 0; i < 4; ++i)
+      alone[size_t(i)] = sample_images(engine, 9, uint64_t(100 + i)).bytes;
+    const ImageSet scored = sample_images(engine, 5, 7);
+    const std::vector<double> want = score_images(engine, scored);
+    std::vector<std::vector<double>> scores(4);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 4; ++i)
+      threads.emplace_back([&, i] {
+        together[size_t(i)] = sample_images(engine, 9, uint64_t(100 + i)).bytes;
+        scores[size_t(i)] = score_images(engine, scored);
+      });
+    for (std::thread &t : threads)
+      t.join();
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(together[size_t(i)], alone[size_t(i)]) << name(precision) << " thread " << i;
+      EXPECT_EQ(scores[size_t(i)], want) << name(precision) << " thread " << i;
+    }
+  }
 }
