@@ -75,6 +75,8 @@ public:
       : HostOps(c, w, b, k), team_(team) {}
   void linear(const LinearWeights &l, const float *x, float *y, int rows, Act act);
   void embed(const ModelView &w, int rows) { embed_positions(w, rows); }
+  // the CPU's steps run one image a row too: a prefill's rows share every GEMM's weights
+  bool worth_prefilling(int, int) const { return true; }
   void attention(int layer, int rows);
   void add_norm(float *x, const float *y, NormView n, int rows);
 

@@ -259,6 +259,7 @@ public:
 
   const StepBuffers &buffers() const { return b_; }
   const ModelView &view() const { return w_; }
+  bool worth_prefilling(int distinct, int) const { return distinct <= kCudaPrefillRuns; }
 
   void embed(const ModelView &w, int rows) {
     launch_embedding(b_.x, w.value_embedding, w.pos, b_.cur, b_.params, rows, c_.d_model,

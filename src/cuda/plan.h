@@ -16,6 +16,12 @@ inline const std::vector<Precision> kCudaPrecisions = {Precision::Fp32, Precisio
                                                        Precision::Tf32};
 inline const std::vector<StateFormat> kCudaStates = {StateFormat::Fp32, StateFormat::Fp16};
 
+// A chunk goes through the prefill (model/prefill.h) when its images have at most this many
+// different known leading runs (a completion's K samples share one): the prefill walks one run's
+// rows after another, 8 blocks of 32 threads a layer, while a step runs the whole batch at once,
+// so a chunk of many different runs (scoring: every image its own) is faster stepped.
+constexpr int kCudaPrefillRuns = 4;
+
 // Device bytes one more image adds to a batch (state, activations, bytes), alignment aside.
 int64_t cuda_bytes_per_image(const Config &c, StateFormat state);
 

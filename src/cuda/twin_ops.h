@@ -14,6 +14,7 @@
 #include "../../kernels/linear_attention.h"
 #include "../model/host_ops.h"
 #include "../model/rollout.h"
+#include "plan.h"
 #include "tarnn/error.h"
 
 namespace tarnn {
@@ -41,6 +42,8 @@ public:
   // positions: the prefill's ops (launch_embedding and launch_linear_attention with positions)
   TwinOps(const Config &c, const ModelView &w, const StepBuffers &b, bool positions = false)
       : HostOps(c, w, b), positions_(positions) {}
+  // as GpuOps: a chunk of few distinct runs prefilled, else stepped
+  bool worth_prefilling(int distinct, int) const { return distinct <= kCudaPrefillRuns; }
   void embed(const ModelView &w, int rows) {
     embedding_cpu(b_.x, w.value_embedding, w.pos, b_.cur, b_.params, rows, c_.d_model, positions_);
   }

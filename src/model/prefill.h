@@ -9,6 +9,10 @@
 // at position params->t + r, its attention walks the rows in order through buffers().state (one
 // image's state). Its buffers are reached through its upload, download and zero (host memory on
 // the CPU, device memory on CUDA); ops.upload copies Pre's state into the batch.
+// pre.worth_prefilling(distinct, n) says whether a chunk of n images with `distinct` different
+// leading runs goes this way or through the ordinary steps (the same bytes either way): on the
+// CPU always; on a GPU, whose steps run the whole batch at once while a prefill walks one image's
+// rows after another, only for a few distinct runs (a completion's samples, a served request).
 #pragma once
 
 #include <algorithm>
@@ -41,6 +45,13 @@ inline int leading_run(const Config &c, const Rollout &job, int64_t first, int n
     run = t;
   }
   return run;
+}
+
+// Whether rows `a` and `a + 1` of the job (their p_0 given apart) differ in their first P bytes.
+inline bool leading_bytes_differ(const Rollout &job, int T, int P, int64_t a, uint8_t p0_a,
+                                 uint8_t p0_b) {
+  const uint8_t *x = job.given + size_t(a) * T, *y = x + T;
+  return p0_a != p0_b || std::memcmp(x + 1, y + 1, size_t(P - 1)) != 0;
 }
 
 // Feeds p_0 .. p_{P-1} of row `r` through `pre` and leaves its state in pre.buffers().state; the
@@ -81,8 +92,13 @@ int prefill(Ops &ops, Pre &pre, const Config &c, const Rollout &job, int64_t ima
   const int P = std::min(leading_run(c, job, image0, n), steps); // a job may stop early
   if (P < 2)
     return 0;
-  const StepBuffers &b = ops.buffers();
   const int T = c.bytes_per_image();
+  int distinct = 0; // runs to prefill: a row whose run is the previous row's copies its state
+  for (int r = 0; r < n; ++r)
+    distinct += r == 0 || leading_bytes_differ(job, T, P, image0 + r - 1, p0[r - 1], p0[r]);
+  if (!pre.worth_prefilling(distinct, n))
+    return 0; // the steps take the whole chunk, as many images at once as the batch holds
+  const StepBuffers &b = ops.buffers();
   const size_t state = b.state_row_bytes;
   std::vector<uint8_t> row(static_cast<size_t>(T)), cur(static_cast<size_t>(n)),
       out(static_cast<size_t>(n) * T);

@@ -84,9 +84,11 @@ TEST(Precision, NamesParseBackToTheirValues) {
     EXPECT_EQ(parse_precision(name(p)), p);
   for (Device d : all_devices())
     EXPECT_EQ(parse_device(name(d)), d);
-  for (StateFormat s : all_state_formats())
-    if (!refusal(s))
+  for (StateFormat s : all_state_formats()) {
+    if (!refusal(s)) {
       EXPECT_EQ(parse_state_format(name(s)), s);
+    }
+  }
   EXPECT_EQ(std::string(name(Precision::Bf16)), "bf16");
   EXPECT_EQ(std::string(name(Device::Cuda)), "cuda");
   EXPECT_EQ(error_of([] { parse_precision("fp16"); }),

@@ -267,7 +267,8 @@ TEST(CudaTwins, PlanWithA16BitStateAsTheCpuBackend) {
 }
 
 // The GPU's prefill (the embedding by position, the attention walking the rows through one
-// state, the state copied into each sample's slot): the CPU backend's bytes and log-likelihoods
+// state, the state copied into each sample's slot), or its steps where a chunk holds more than
+// kCudaPrefillRuns different runs: the CPU backend's bytes and log-likelihoods
 // to the bit, for completions whose known leading run differs per image: the small model in fp32
 // and bf16, every state format, whole images; the MNIST shape in fp32 with the fp32 and fp16
 // states, its first 24 positions (the twin's GEMM is the plain loop: seconds per position here).
@@ -286,10 +287,14 @@ TEST(CudaTwins, PlanPrefillsAsTheCpuBackend) {
       for (StateFormat state : all_state_formats()) {
         if (refusal(state) || (m == &mnist && precision == Precision::Bf16))
           continue;
-        Rollout job = job_of(n, 3, 0, m == &mnist ? 24 : -1);
-        const Pair p = both(*m, job, 2, given.data(), known.data(), precision, true, state);
-        EXPECT_EQ(p.cpu, p.twin) << name(precision) << " state " << name(state);
-        EXPECT_EQ(p.cpu_lp, p.twin_lp) << name(precision) << " state " << name(state);
+        // batch 2: chunks of at most 2 distinct runs, prefilled; batch 5: 5 runs, more than
+        // kCudaPrefillRuns: the GPU steps them (the CPU prefills them: the same bytes)
+        for (int batch : {2, 5}) {
+          Rollout job = job_of(n, 3, 0, m == &mnist ? 24 : -1);
+          const Pair p = both(*m, job, batch, given.data(), known.data(), precision, true, state);
+          EXPECT_EQ(p.cpu, p.twin) << name(precision) << " state " << name(state) << batch;
+          EXPECT_EQ(p.cpu_lp, p.twin_lp) << name(precision) << " state " << name(state) << batch;
+        }
       }
   }
 }
