@@ -399,7 +399,19 @@ public:
   CudaBackend(const Model &m, const RunOptions &o, const Knobs &k)
       : model_(m), options_(o), graph_(k.graph),
         gpu_((check_supported(m.config), gemm_inputs(o.precision)), k.cuda_gemm),
-        weights_(m.weights, o.precision) {}
+        weights_(m.weights, o.precision) {
+    // every layer's GEMM algorithm chosen and checked at every batch size now, not at its first
+    // call (gemm.h: Gemm::prepare)
+    if (gpu_.gemm)
+      for (const LayerView &l : weights_.view.layers) {
+        gpu_.gemm->prepare(l.qkv.in, l.qkv.out, Act::None);
+        gpu_.gemm->prepare(l.out.in, l.out.out, Act::None);
+        gpu_.gemm->prepare(l.ff1.in, l.ff1.out, m.config.activation);
+        gpu_.gemm->prepare(l.ff2.in, l.ff2.out, Act::None);
+      }
+    if (gpu_.gemm)
+      gpu_.gemm->prepare(weights_.view.predictor.in, weights_.view.predictor.out, Act::None);
+  }
 
   std::string device() const override { return gpu_.name; }
 

@@ -1,6 +1,8 @@
 // gemm.h: one cuBLASLt algorithm per weight shape, whatever the batch.
 #include "gemm.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "tarnn/error.h"
@@ -34,7 +36,7 @@ struct Layouts {
 };
 
 // The algorithm is chosen where the heavy batches are; it must also run at one row and at the
-// largest batch, else the next candidate is taken.
+// largest batch, else the next candidate is taken (and, with none left, Gemm::algo's fallback).
 constexpr int kReferenceRows = 4096;
 constexpr int kCheckRows[] = {1, 5, 12, 4096, 1 << 20};
 
@@ -78,11 +80,8 @@ void Gemm::release() {
   lt_ = nullptr;
 }
 
-const cublasLtMatmulAlgo_t &Gemm::algo(Epilogue e, int in, int out) {
-  const auto key = std::make_tuple(int(e), in, out);
-  cublasLtMatmulDesc_t op = op_[e];
-  if (auto it = algos_.find(key); it != algos_.end())
-    return it->second;
+// cuBLASLt's candidates for the layer at `rows` rows, no split over `in`; the first of them.
+cublasLtMatmulAlgo_t Gemm::heuristic(Epilogue e, int in, int out, int rows, bool *found) {
   cublasLtMatmulPreference_t pref = nullptr;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
   const uint64_t bytes = workspace_bytes_;
@@ -91,39 +90,86 @@ const cublasLtMatmulAlgo_t &Gemm::algo(Epilogue e, int in, int out) {
                                        sizeof bytes);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                        &no_reduction, sizeof no_reduction);
-  cublasLtMatmulHeuristicResult_t found[16];
+  cublasLtMatmulHeuristicResult_t result[1];
   int count = 0;
-  {
-    Layouts l(in, out, kReferenceRows, input_type_);
-    const cublasStatus_t s =
-        cublasLtMatmulAlgoGetHeuristic(lt_, op, l.w, l.x, l.y, l.y, pref, 16, found, &count);
-    cublasLtMatmulPreferenceDestroy(pref);
-    lt_check(s, "cublasLtMatmulAlgoGetHeuristic");
-  }
-  for (int i = 0; i < count; ++i) {
-    cublasLtMatmulAlgo_t a = found[i].algo;
-    const int32_t one = 1; // no split-K, stated, not left to the algorithm's default
-    cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof one);
-    bool runs_everywhere = true;
-    for (int rows : kCheckRows) {
-      Layouts l(in, out, rows, input_type_);
-      cublasLtMatmulHeuristicResult_t r;
-      if (cublasLtMatmulAlgoCheck(lt_, op, l.w, l.x, l.y, l.y, &a, &r) != CUBLAS_STATUS_SUCCESS ||
-          r.workspaceSize > workspace_bytes_)
-        runs_everywhere = false;
+  Layouts l(in, out, rows, input_type_);
+  const cublasStatus_t s =
+      cublasLtMatmulAlgoGetHeuristic(lt_, op_[e], l.w, l.x, l.y, l.y, pref, 1, result, &count);
+  cublasLtMatmulPreferenceDestroy(pref);
+  lt_check(s, "cublasLtMatmulAlgoGetHeuristic");
+  *found = count > 0;
+  return result[0].algo;
+}
+
+const cublasLtMatmulAlgo_t &Gemm::algo(Epilogue e, int in, int out, int rows) {
+  const auto key = std::make_tuple(int(e), in, out);
+  if (auto it = algos_.find(key); it != algos_.end())
+    return it->second;
+  if (auto it = per_size_.find(std::make_tuple(int(e), in, out, rows)); it != per_size_.end())
+    return it->second;
+  const bool fallback = std::any_of(per_size_.begin(), per_size_.end(), [&](const auto &kv) {
+    return std::get<0>(kv.first) == int(e) && std::get<1>(kv.first) == in &&
+           std::get<2>(kv.first) == out;
+  });
+  if (!fallback) { // the first time: one algorithm for every row count, if cuBLASLt has one
+    cublasLtMatmulPreference_t pref = nullptr;
+    lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    const uint64_t bytes = workspace_bytes_;
+    const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
+                                         sizeof bytes);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                         &no_reduction, sizeof no_reduction);
+    cublasLtMatmulHeuristicResult_t found[16];
+    int count = 0;
+    {
+      Layouts l(in, out, kReferenceRows, input_type_);
+      const cublasStatus_t s =
+          cublasLtMatmulAlgoGetHeuristic(lt_, op_[e], l.w, l.x, l.y, l.y, pref, 16, found, &count);
+      cublasLtMatmulPreferenceDestroy(pref);
+      lt_check(s, "cublasLtMatmulAlgoGetHeuristic");
     }
-    if (runs_everywhere)
-      return algos_[key] = a;
+    for (int i = 0; i < count; ++i) {
+      cublasLtMatmulAlgo_t a = found[i].algo;
+      const int32_t one = 1; // no split-K, stated, not left to the algorithm's default
+      cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof one);
+      bool runs_everywhere = true;
+      for (int r : kCheckRows) {
+        Layouts l(in, out, r, input_type_);
+        cublasLtMatmulHeuristicResult_t check;
+        if (cublasLtMatmulAlgoCheck(lt_, op_[e], l.w, l.x, l.y, l.y, &a, &check) !=
+                CUBLAS_STATUS_SUCCESS ||
+            check.workspaceSize > workspace_bytes_)
+          runs_everywhere = false;
+      }
+      if (runs_everywhere)
+        return algos_[key] = a;
+    }
+    std::fprintf(
+        stderr,
+        "tarnn: cuBLASLt has no one algorithm for the %d x %d layer (%s) that runs at "
+        "every batch size: each batch size gets its own, so images may depend on --batch\n",
+        in, out, input_type_ == CUDA_R_16BF ? "bf16" : "fp32");
   }
-  throw Error("cuBLASLt has no algorithm for a " + std::to_string(in) + " x " +
-                  std::to_string(out) + " layer that runs at every batch size",
-              Error::Kind::Runtime);
+  bool found = false;
+  const cublasLtMatmulAlgo_t a = heuristic(e, in, out, rows, &found);
+  if (!found)
+    throw Error("cuBLASLt has no algorithm for a " + std::to_string(in) + " x " +
+                    std::to_string(out) + " layer at " + std::to_string(rows) + " rows",
+                Error::Kind::Runtime);
+  return per_size_[std::make_tuple(int(e), in, out, rows)] = a;
+}
+
+void Gemm::prepare(int in, int out, Act act) {
+  algo(Plain, in, out, kReferenceRows);
+  if (fuses(act))
+    algo(act == Act::Relu ? ReluBias : Bias, in, out, kReferenceRows);
 }
 
 void Gemm::run(const void *w, const float *b, Act act, const void *x, float *y, int in, int out,
                int rows) {
   const Epilogue e = !b || !fuses(act) ? Plain : act == Act::Relu ? ReluBias : Bias;
-  const cublasLtMatmulAlgo_t &a = algo(e, in, out);
+  const cublasLtMatmulAlgo_t &a = algo(e, in, out, rows);
   if (e != Plain)
     lt_check(
         cublasLtMatmulDescSetAttribute(op_[e], CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b),

@@ -12,6 +12,7 @@
 // are summed in fp32 on tensor cores (CUBLAS_COMPUTE_32F); Y stays fp32.
 #pragma once
 
+#include <cstdint>
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <map>
@@ -41,9 +42,17 @@ public:
   void run(const void *w, const float *b, Act act, const void *x, float *y, int in, int out,
            int rows);
 
+  // Chooses, at start-up, the algorithm of an (in, out) layer for every epilogue `act` may take:
+  // one that cuBLASLt accepts at 1, 5, 12, 4,096 and 2^20 rows (kCheckRows), so that no batch
+  // size fails at its first GEMM. Where none is accepted at every one, the layer falls back to
+  // cuBLASLt's own choice per row count, saying so once on stderr (its bytes may then depend on
+  // the batch size).
+  void prepare(int in, int out, Act act);
+
 private:
   enum Epilogue { Plain, Bias, ReluBias, kEpilogues };
-  const cublasLtMatmulAlgo_t &algo(Epilogue e, int in, int out);
+  const cublasLtMatmulAlgo_t &algo(Epilogue e, int in, int out, int rows);
+  cublasLtMatmulAlgo_t heuristic(Epilogue e, int in, int out, int rows, bool *found);
   void release();
 
   cudaStream_t stream_;
@@ -54,7 +63,9 @@ private:
   bool fuse_;
   cublasLtHandle_t lt_ = nullptr;
   cublasLtMatmulDesc_t op_[kEpilogues] = {};
-  std::map<std::tuple<int, int, int>, cublasLtMatmulAlgo_t> algos_;
+  std::map<std::tuple<int, int, int>, cublasLtMatmulAlgo_t> algos_; // (epilogue, in, out)
+  // the fallback: (epilogue, in, out, rows) for a layer no one algorithm serves at every size
+  std::map<std::tuple<int, int, int, int>, cublasLtMatmulAlgo_t> per_size_;
 };
 
 } // namespace tarnn
