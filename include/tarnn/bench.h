@@ -56,6 +56,7 @@ struct BenchResult {
   // cuda: the state read and written once per step, against the device's bandwidth
   double state_traffic = 0, peak_bandwidth = 0, state_bound_images_per_second = 0;
   int64_t device_bytes = 0;
+  int kernels_per_step = 0; // the kernels of a step's CUDA graph: a profiler's window
 };
 
 BenchResult run_bench(const BenchOptions &options);

@@ -81,6 +81,7 @@ struct RunInfo {
   double seconds_setup = 0;  // allocation (and, the first time, the device's context)
   double seconds_steps = 0;  // the rollout itself
   double peak_bandwidth = 0; // cuda: bytes/s of device memory, 0 if unknown
+  int kernels_per_step = 0;  // cuda: the kernels a step's graph launches (a profiler's window)
 };
 
 class Backend; // src/model/backend.h: what each device implements

@@ -177,6 +177,7 @@ BenchResult measure(const BenchOptions &o) {
     r.state_bound_images_per_second =
         t.info.peak_bandwidth > 0 ? t.info.peak_bandwidth / (2 * state * L) : 0;
     r.device_bytes = t.info.memory_bytes;
+    r.kernels_per_step = t.info.kernels_per_step;
   }
   return r;
 }

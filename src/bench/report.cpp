@@ -142,6 +142,7 @@ std::string bench_json(const BenchResult &r) {
     j["peak_bandwidth_bytes_per_second"] = r.peak_bandwidth;
     j["state_bound_images_per_second"] = r.state_bound_images_per_second;
     j["device_bytes"] = r.device_bytes;
+    j["kernels_per_step"] = r.kernels_per_step;
   } else {
     json st = json::array();
     for (const auto &[t, s] : r.step_times)

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "../../kernels/cuda_util.h"
 #include "../../kernels/launch.h"
@@ -364,11 +365,32 @@ private:
       throw;
     }
     cuda_check(cudaStreamEndCapture(gpu_.stream, &graph), "cudaStreamEndCapture");
+    kernels_per_step_ = count_kernels(graph);
     const cudaError_t e = cudaGraphInstantiate(&exec_, graph, 0);
     cudaGraphDestroy(graph);
     cuda_check(e, "cudaGraphInstantiate");
     graph_rows_ = rows;
   }
+  // The kernel nodes of a captured step (cuBLASLt's GEMMs and ours): what ncu's window spans.
+  static int count_kernels(cudaGraph_t graph) {
+    size_t n = 0;
+    if (cudaGraphGetNodes(graph, nullptr, &n) != cudaSuccess)
+      return 0;
+    std::vector<cudaGraphNode_t> nodes(n);
+    cudaGraphGetNodes(graph, nodes.data(), &n);
+    int kernels = 0;
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType type;
+      kernels +=
+          cudaGraphNodeGetType(node, &type) == cudaSuccess && type == cudaGraphNodeTypeKernel;
+    }
+    return kernels;
+  }
+
+public:
+  int kernels_per_step() const { return kernels_per_step_; }
+
+private:
   void drop_graph() {
     if (exec_)
       cudaGraphExecDestroy(exec_);
@@ -385,6 +407,7 @@ private:
   bool positions_;
   cudaGraphExec_t exec_ = nullptr;
   int graph_rows_ = -1;
+  int kernels_per_step_ = 0;
 };
 
 int64_t free_memory() {
@@ -458,6 +481,7 @@ public:
     if (progress)
       hook = [&](int64_t done) { progress(done, job.count * steps); };
     rollout(ops, c, job, hook, 32, pre.get()); // a report waits for the GPU: not every step
+    info.kernels_per_step = ops.kernels_per_step();
     if (progress)
       progress(job.count * steps, job.count * steps);
     info.seconds_steps = seconds_since(t1);

@@ -1,175 +1,207 @@
 #!/usr/bin/env bash
-# Work on a lent GPU machine (an H100; docs/CUDA.md, "On a lent GPU"), within its limits: commands
-# of at most 10 minutes, nothing fetched there, at most 8 files of 16 MiB back. What it needs
-# travels in .gpu/ (ignored): deps/ (Debian's nlohmann-json3-dev, libcli11-dev, libstb-dev and
-# libgtest-dev unpacked with dpkg -x) and mnist.tgz (data/mnist, made by tools/mnist_data.py).
-#   tools/gpu/lease.sh STEP...   steps run in order; everything they print goes to $OUT/lease.log
-#     train-start MIN   train from models/mnist (or .gpu/init/) for MIN minutes, in the background
-#     build             build-gpu/: Release, sm_90, the carried deps
-#     test              the whole ctest suite, GPU tests included; the GPU tests' and any failing
-#                       test's whole output in $OUT/tests.log
-#     sanitize          compute-sanitizer memcheck and racecheck over the GPU tests
-#     train-end         wait for the training, score it (engine on the GPU, PyTorch fp32), and
-#                       send the weights back as 15 MiB parts ($OUT/{ema,raw}.part-*)
-#     bench             the sweep behind docs/CUDA.md's table ($OUT/bench.jsonl)
-#     compare           the fused GEMM epilogue against TARNN_GEMM=unfused, interleaved
-#     softmax           the paper's Table 1 on the GPU in PyTorch: KV-cache softmax against linear
-#                       RNN form, same weights (tools/gpu/softmax_baseline.py)
-#     profile           ncu over bench steps at batch 4,096 ($OUT/ncu.csv)
+# Work on a lent GPU machine (an H100 or H200; docs/CUDA.md, "On a lent GPU"), within its limits:
+# about 30 minutes, in commands of at most 10 minutes that follow each other closely (the machine
+# goes back 30 s after a call ends), nothing fetched there, at most 8 files of 16 MiB back, and
+# $OUT emptied before each call. One lease is three calls of at most 9 minutes:
+#
+#   1. tools/gpu/lease.sh build train-start test           GPU targets; trainer; the GPU suite
+#   2. tools/gpu/lease.sh sanitize train-end bench         untimed checks while it trains; stop
+#                                                          it, score it; then the timings
+#   3. tools/gpu/lease.sh profile softmax pack             ncu; the paper's Table 1 on the GPU;
+#                                                          everything back in at most 8 files
+#
+# Steps (in the order given; their output goes to /tmp/lease/log and to $OUT/lease.log):
+#   build          build-gpu/: Release, sm_90 (CUDA_ARCH), the carried deps, the GPU targets only
+#   train-start    tools/train.py from models/mnist (or .gpu/init/) in its own session (setsid:
+#                  it outlives the call), logging to /tmp/lease/train.log, checkpointing every
+#                  minute to /tmp/lease/train.pt; TRAIN_MINUTES (20) at most
+#   test           the GPU suite (ctest -L gpu, test_cuda and test_kernels in full)
+#   sanitize       compute-sanitizer memcheck and racecheck over the GPU tests
+#   train-end      stop the trainer (it checkpoints on SIGTERM), export and score it, the weights
+#                  as 15 MiB parts for pack
+#   bench          tarnn bench in every precision and state format at batch 4,096, 16,384 and
+#                  what fits; sample -n 10000 timed; bench --complete; score timed. Refuses to
+#                  run while a trainer does: timings beside it mean nothing
+#   profile        ncu over two steps per precision and state format at batch 4,096, its window
+#                  the kernels a step's graph holds (bench's kernels_per_step)
+#   softmax        the paper's softmax baseline on the GPU (tools/gpu/softmax_baseline.py)
+#   pack           $OUT: results.tgz (logs, JSON, CSV) and the weights' parts: at most 8 files
+#
+# DRY=1 runs every step without a GPU: each command is printed, not run, where it needs the GPU
+# or would take minutes; the tools it calls are checked to exist and to accept the flags given
+# (tests/tools/lease_dry_run.sh, in CI).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/tarnn-lease}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/lease.log") 2>&1
+L=${LEASE_DIR:-/tmp/lease} # kept between the calls of one lease (the machine stays up)
+DRY=${DRY:-}
+mkdir -p "$OUT" "$L"
+exec > >(tee -a "$L/log" "$OUT/lease.log") 2>&1
 T=build-gpu/tarnn
+PY=${PY:-python3}
 t0=$(date +%s)
 say() { echo "== [$(($(date +%s) - t0)) s] $*"; }
+# run CMD...: CMD, or with DRY=1 the line it would run
+run() { if [ -n "$DRY" ]; then echo "dry: $*"; else "$@"; fi; }
+precisions="fp32 tf32 bf16"
+states="fp32 fp16"
 
 if [ ! -d data/mnist ] && [ -f .gpu/mnist.tgz ]; then mkdir -p data && tar xzf .gpu/mnist.tgz -C data; fi
 
-step_train_start() {
-  local init=models/mnist
-  [ -f .gpu/init/model.safetensors ] && init=.gpu/init
-  say "training from $init for $1 minutes"
-  PYTHONUNBUFFERED=1 nohup python3 tools/train.py --init-from "$init" \
-    --train data/mnist/train-images-idx3-ubyte --heldout data/mnist/valid-images-idx3-ubyte \
-    --ckpt /tmp/gpu-train.pt --batch 64 --lr "${LR:-1.5e-4}" --warmup 200 --ema 0.999 --minutes "$1" \
-    --time-decay 0.5 --eval-every 500 --eval-images 1000 --ckpt-minutes 1000 \
-    >"$OUT/train.log" 2>&1 &
-  echo $! >/tmp/gpu-train.pid
-}
+training() { [ -f "$L/train.pid" ] && kill -0 "$(cat "$L/train.pid")" 2>/dev/null; }
 
 step_build() {
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
-  nvcc --version | tail -1
+  run nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   local deps=$PWD/.gpu/deps/usr py
-  py=$(command -v python3)
+  py=$(command -v "$PY")
   say "configure"
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90-real \
-    -DCMAKE_PREFIX_PATH="$deps" -DTARNN_TORCH_PYTHON="$py" -DPython_EXECUTABLE="$py" \
-    -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" >/tmp/configure.log 2>&1 ||
-    { tail -40 /tmp/configure.log; return 1; }
-  grep "tarnn:" /tmp/configure.log
-  say "build"
-  cmake --build build-gpu -j16 >/tmp/build.log 2>&1 || { grep -B2 -A8 -m10 "error" /tmp/build.log; return 1; }
+  run cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90-real}" -DCMAKE_PREFIX_PATH="$deps" \
+    -DTARNN_TORCH_PYTHON="$py" -DPython_EXECUTABLE="$py" -DTARNN_PYTHON=OFF -DTARNN_SERVE=OFF
+  say "build: the command, the plugin and the GPU tests only"
+  run cmake --build build-gpu -j16 --target tarnn tarnn_cuda test_cuda test_kernels test_state
   say "built"
 }
 
+step_train_start() {
+  local init=models/mnist minutes=${TRAIN_MINUTES:-20}
+  [ -f .gpu/init/model.safetensors ] && init=.gpu/init
+  [ -f .gpu/train.pt ] && [ ! -f "$L/train.pt" ] && cp .gpu/train.pt "$L/train.pt" # resume
+  say "training from $init (or $L/train.pt) for at most $minutes minutes, in its own session"
+  local cmd=("$PY" tools/train.py --init-from "$init" --train data/mnist/train-images-idx3-ubyte
+    --heldout data/mnist/valid-images-idx3-ubyte --ckpt "$L/train.pt" --ckpt-minutes 1
+    --minutes "$minutes" --time-decay 0.5 --ema 0.999 --eval-every 500 --eval-images 1000
+    ${TRAIN_ARGS:-})
+  if [ -n "$DRY" ]; then
+    run "${cmd[@]}"
+    "$PY" tools/train.py --help >/dev/null # the flags above are checked by the dry-run test
+    return
+  fi
+  PYTHONUNBUFFERED=1 setsid "${cmd[@]}" >"$L/train.log" 2>&1 </dev/null &
+  echo $! >"$L/train.pid"
+}
+
 step_test() {
-  say "ctest"
-  ctest --test-dir build-gpu -j12 --timeout 400 --output-on-failure >"$OUT/tests.log" 2>&1
-  grep -E "tests passed|Failed|\*\*\*|Skipped" "$OUT/tests.log" | tail -20
-  local tc tk
-  tc=$(find build-gpu -name test_cuda -type f | head -1)
-  tk=$(find build-gpu -name test_kernels -type f | head -1)
-  say "GPU suites in full"
-  { TARNN_KERNELS=cuda "$tk"; "$tc"; } \
-    >>"$OUT/tests.log" 2>&1
-  grep -E "max error|identical|FAILED|PASSED" "$OUT/tests.log" | grep -E "cuda|identical|FAILED|PASSED" | tail -40
+  say "the GPU suite"
+  run ctest --test-dir build-gpu -L gpu --timeout 400 --output-on-failure >"$L/tests.log" 2>&1
+  local tc=build-gpu/tests/test_cuda tk=build-gpu/tests/test_kernels
+  say "the GPU suites in full"
+  { run env TARNN_KERNELS=cuda "$tk"; run "$tc"; run build-gpu/tests/test_state; } >>"$L/tests.log" 2>&1
+  grep -E "max error|identical|FAILED|PASSED|tests passed" "$L/tests.log" | tail -40
 }
 
 step_sanitize() {
-  local tc tk
-  tc=$(find build-gpu -name test_cuda -type f | head -1)
-  tk=$(find build-gpu -name test_kernels -type f | head -1)
+  local tc=build-gpu/tests/test_cuda tk=build-gpu/tests/test_kernels
   for tool in ${TOOLS:-memcheck racecheck}; do
     say "compute-sanitizer --tool $tool"
-    timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$tc" \
-      --gtest_filter='CudaParity.SmallGolden:CudaParity.Masked*:CudaMemory.*' 2>&1 | tail -8
-    echo "test_cuda under $tool: rc ${PIPESTATUS[0]}"
-    TARNN_KERNELS=cuda timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$tk" 2>&1 | tail -5
-    echo "test_kernels (cuda) under $tool: rc ${PIPESTATUS[0]}"
+    run timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 "$tc" \
+      --gtest_filter='CudaParity.SmallGolden:CudaParity.Masked*:CudaMemory.*:CudaPrefill.*' 2>&1 | tail -8
+    run env TARNN_KERNELS=cuda timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$tk" 2>&1 | tail -5
   done
 }
 
 step_train_end() {
-  say "waiting for the training"
-  while kill -0 "$(cat /tmp/gpu-train.pid)" 2>/dev/null; do sleep 2; done
-  tail -25 "$OUT/train.log"
-  # the averaged weights; with KEEP_RAW=1 the last ones too (4 parts: mind the 8 files back)
-  for kind in ema ${KEEP_RAW:+raw}; do
+  say "stopping the trainer (it checkpoints on SIGTERM)"
+  if training; then
+    kill -TERM "$(cat "$L/train.pid")"
+    while training; do sleep 1; done
+  fi
+  [ -f "$L/train.log" ] && tail -20 "$L/train.log"
+  for kind in ema raw; do
     local flag=""
     [ $kind = ema ] && flag=--ema
-    python3 tools/export.py /tmp/gpu-train.pt --out /tmp/m-$kind $flag | tail -1
-    split -b 15M -d /tmp/m-$kind/model.safetensors "$OUT/$kind.part-"
+    run "$PY" tools/export.py "$L/train.pt" --out "$L/m-$kind" $flag
+    run split -b 15M -d "$L/m-$kind/model.safetensors" "$L/$kind.part-"
   done
-  say "test bits/dim, averaged weights (engine, cuda, fp32)"
-  $T score --device cuda --model /tmp/m-ema --images data/mnist/test-images-idx3-ubyte --quiet | tail -2
-  say "test bits/dim, averaged weights (PyTorch fp32)"
-  python3 tools/train.py --eval-only --use-ema --ckpt /tmp/gpu-train.pt --batch 250 \
+  say "test bits/dim of the averaged and the last weights (engine, cuda, fp32)"
+  for kind in ema raw; do
+    run $T score --device cuda --model "$L/m-$kind" --images data/mnist/test-images-idx3-ubyte \
+      --quiet --json-file "$L/score-$kind.json"
+  done
+  run "$PY" tools/train.py --eval-only --use-ema --ckpt "$L/train.pt" --batch 250 \
     --heldout data/mnist/test-images-idx3-ubyte
-  python3 tools/train.py --eval-only --use-ema --ckpt /tmp/gpu-train.pt --batch 250 \
-    --heldout data/mnist/valid-images-idx3-ubyte
-  python3 tools/train.py --eval-only --ckpt /tmp/gpu-train.pt --batch 250 \
-    --heldout data/mnist/valid-images-idx3-ubyte
 }
 
-bench() { # ARGS...
-  echo "-- ${TARNN_GEMM:+TARNN_GEMM=$TARNN_GEMM }tarnn bench $*"
-  rm -f /tmp/b.json
-  timeout 120 $T bench --device cuda "$@" --quiet --json-file /tmp/b.json | tail -3
-  cat /tmp/b.json >>"$OUT/bench.jsonl" 2>/dev/null
+bench() { # ARGS...: one timed run, appended to bench.jsonl
+  if training; then
+    echo "lease.sh: a trainer is running: stop it (train-end) before anything is timed" >&2
+    return 1
+  fi
+  echo "-- tarnn bench $*"
+  rm -f "$L/b.json"
+  run timeout 150 $T bench --device cuda "$@" --quiet --json-file "$L/b.json" | tail -2
+  [ -f "$L/b.json" ] && cat "$L/b.json" >>"$L/bench.jsonl"
+  return 0
 }
 
-step_compare() { # the epilogue fusion against bias_act in its own kernel, interleaved
-  say "fused epilogue against bias_act apart (TARNN_GEMM=unfused)"
-  for r in 1 2; do
-    for f in "" --tf32; do
-      for b in 4096 16384; do
-        bench --shape mnist --batch $b $f
-        TARNN_GEMM=unfused bench --shape mnist --batch $b $f
-      done
+step_bench() {
+  say "bench: every precision and state format"
+  for p in $precisions; do
+    for s in $states; do
+      for b in 4096 16384 0; do bench --shape mnist --batch $b --precision $p --state $s || return 1; done
+    done
+  done
+  bench --shape cifar10 --batch 4096 --steps 300 --precision bf16 --state fp16
+  bench --complete --model models/mnist --precision bf16 --state fp16
+  say "sample -n 10000 and score of the 10,000 test digits, timed"
+  for s in $states; do
+    run /usr/bin/time -v $T sample --device cuda --model models/mnist -n 10000 --seed 1 --state $s \
+      --precision bf16 -o "$L/s-$s.png" 2>&1 | grep -E "images in|Elapsed|Maximum resident"
+    run $T score --device cuda --model models/mnist --images data/mnist/test-images-idx3-ubyte \
+      --state $s --quiet --json-file "$L/score-test-$s.json"
+  done
+}
+
+step_profile() {
+  if training; then echo "lease.sh: stop the trainer before profiling" >&2; return 1; fi
+  for p in $precisions; do
+    for s in $states; do
+      # the window: two steps after two warm-up steps, from the graph's own kernel count
+      local k=61
+      if [ -z "$DRY" ]; then
+        $T bench --device cuda --shape mnist --batch 4096 --steps 2 --precision $p --state $s \
+          --quiet --json-file "$L/k.json" >/dev/null
+        k=$("$PY" -c "import json; print(json.load(open('$L/k.json'))['kernels_per_step'])")
+      fi
+      say "ncu, $p GEMMs, $s state: $k kernels a step"
+      run timeout 100 ncu --csv --launch-skip $((2 * k)) --launch-count $((2 * k)) \
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+        $T bench --device cuda --shape mnist --batch 4096 --steps 4 --precision $p --state $s \
+        --quiet >"$L/ncu-$p-$s.csv" 2>"$L/ncu.err"
     done
   done
 }
 
-step_bench_quick() {
-  say "bench (quick)"
-  for f in "" --tf32; do
-    for b in 4096 16384; do bench --shape mnist --batch $b $f; done
-  done
-}
-
-step_bench() {
-  say "bench"
-  for p in fp32 tf32; do
-    local f=""
-    [ $p = tf32 ] && f=--tf32
-    for b in 256 1024 4096 16384; do bench --shape mnist --batch $b $f; done
-    bench --shape mnist $f --steps 100
-    bench --shape cifar10 --batch 4096 $f --steps 300
-  done
-  say "sample -n 10000"
-  /usr/bin/time -v $T sample --device cuda --model models/mnist -n 10000 --seed 1 -o /tmp/s.png 2>&1 |
-    grep -E "sampled|wrote|Elapsed|Maximum resident"
-}
-
 step_softmax() {
   say "PyTorch on the GPU: softmax (KV cache) against linear (RNN form)"
-  for b in 256 1024 4096; do timeout 150 python3 tools/gpu/softmax_baseline.py --batch $b; done
+  for b in 256 1024 4096; do run timeout 150 "$PY" tools/gpu/softmax_baseline.py --batch $b; done
 }
 
-step_profile() {
-  say "ncu, batch 4096, 2 positions"
-  timeout 140 ncu --csv --launch-skip 60 --launch-count ${NCU_COUNT:-200} --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
-    $T bench --device cuda --shape mnist --batch 4096 --steps 2 --quiet >"$OUT/ncu.csv" 2>/tmp/ncu.err
-  echo "ncu rc $?: $(wc -l <"$OUT/ncu.csv") lines"; tail -3 /tmp/ncu.err
+step_pack() {
+  say "pack: results.tgz and the weights' parts"
+  tar czf "$OUT/results.tgz" -C "$L" --ignore-failed-read log tests.log train.log bench.jsonl \
+    $(cd "$L" && ls score-*.json ncu-*.csv 2>/dev/null) 2>/dev/null
+  cp "$L"/ema.part-* "$L"/raw.part-* "$OUT"/ 2>/dev/null
+  local n
+  n=$(find "$OUT" -maxdepth 1 -type f ! -name lease.log | wc -l)
+  echo "$n files in $OUT (at most 7 besides lease.log)"
+  [ "$n" -le 7 ]
 }
 
 while [ $# -gt 0 ]; do
   s=$1
   shift
   case $s in
-    train-start) step_train_start "$1"; shift ;;
     build) step_build || exit 1 ;;
+    train-start) step_train_start ;;
     test) step_test ;;
     sanitize) step_sanitize ;;
     train-end) step_train_end ;;
     bench) step_bench ;;
-    bench-quick) step_bench_quick ;;
-    compare) step_compare ;;
     profile) step_profile ;;
     softmax) step_softmax ;;
+    pack) step_pack ;;
     *) echo "lease.sh: unknown step $s" >&2; exit 2 ;;
   esac
 done
