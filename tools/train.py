@@ -94,6 +94,13 @@ def parse_args():
     ap.add_argument("--head-lr-mult", type=float, default=1.0,
                     help="learning rate multiplier for the output head (predictor)")
     ap.add_argument("--warmup", type=int, default=300, help="linear warm-up steps")
+    ap.add_argument("--ref-batch", type=int, default=0, metavar="N",
+                    help="--lr and --warmup are tuned for batch N: scale the rate by "
+                         "sqrt(batch / N) and the warm-up to the same number of images (a GPU's "
+                         "larger batch; 0: as given)")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the model where this torch has it (2.x; 1.13 runs "
+                         "without, saying so)")
     ap.add_argument("--clip", type=float, default=1.0, help="gradient norm clip")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: never)")
     ap.add_argument("--minutes", type=float, default=0.0,
@@ -177,8 +184,14 @@ def main():
         return
     if not args.train or not args.heldout:
         sys.exit("train: --train and --heldout are required")
+    if args.ref_batch > 0: # the same rate per image seen, the same warm-up in images
+        args.lr *= math.sqrt(args.batch / args.ref_batch)
+        args.warmup = max(1, round(args.warmup * args.ref_batch / args.batch))
+        print(f"batch {args.batch} against {args.ref_batch}: lr {args.lr:.3g}, warm-up "
+              f"{args.warmup} steps", flush=True)
 
-    train = load_images(args.train, cfg)
+    # the training images on the device once, as bytes (55,000 MNIST digits: 43 MB)
+    train = load_images(args.train, cfg).to(torch.uint8).to(device)
     heldout = load_images(args.heldout, cfg)
     # evenly spaced, so every digit counts (the held-out file is sorted by label)
     heldout = heldout[torch.linspace(0, len(heldout) - 1, min(args.eval_images, len(heldout))).long()]
@@ -189,8 +202,11 @@ def main():
     head = [p for n, p in model.named_parameters() if n.startswith("predictor.")]
     body = [p for n, p in model.named_parameters() if not n.startswith("predictor.")]
     mults = (1.0, args.head_lr_mult)
-    opt = torch.optim.AdamW([{"params": ps, "lr_mult": m} for ps, m in zip((body, head), mults)],
-                            lr=args.lr, weight_decay=0.0)
+    groups = [{"params": ps, "lr_mult": m} for ps, m in zip((body, head), mults)]
+    try:  # one fused kernel for every parameter on a GPU (torch 2.x), else the loop over them
+        opt = torch.optim.AdamW(groups, lr=args.lr, weight_decay=0.0, fused=device.type == "cuda")
+    except (TypeError, RuntimeError):
+        opt = torch.optim.AdamW(groups, lr=args.lr, weight_decay=0.0)
     step, seen, history, ease = 0, 0, [], None
     if state:
         saved = state["optimizer"]
@@ -246,23 +262,30 @@ def main():
 
     os.makedirs(os.path.dirname(os.path.abspath(args.ckpt)), exist_ok=True)
     use_bf16 = not args.fp32
+    forward = model
+    if args.compile:
+        if hasattr(torch, "compile"):
+            forward = torch.compile(model)
+        else:
+            print(f"--compile: torch {torch.__version__} has no torch.compile: running without",
+                  flush=True)
     gen = torch.Generator().manual_seed(args.seed + step)
-    order, pos = torch.randperm(len(train), generator=gen), 0
+    order, pos = torch.randperm(len(train), generator=gen).to(device), 0  # an epoch's order
     started = last_save = t0 = time.time()
-    window = []
+    window, window_steps = torch.zeros((), device=device), 0  # summed on the device: no sync a step
     while not stop["now"] and (not args.max_steps or step < args.max_steps):
         if args.minutes and time.time() - started > args.minutes * 60:
             print(f"{args.minutes:g} minutes: checkpointing and stopping", flush=True)
             break
         if pos + args.batch > len(order):
-            order, pos = torch.randperm(len(train), generator=gen), 0
-        batch = train[order[pos:pos + args.batch]].to(device)
+            order, pos = torch.randperm(len(train), generator=gen).to(device), 0
+        batch = train[order[pos:pos + args.batch]].long()
         pos += args.batch
         elapsed = (time.time() - started) / (args.minutes * 60) if args.minutes else 0.0
         for group in opt.param_groups:
             group["lr"] = learning_rate(args, step, ease, elapsed) * group["lr_mult"]
         with autocast(device, use_bf16):
-            loss = tm.bits_per_dim(model, batch).mean()
+            loss = tm.bits_per_dim(forward, batch).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
@@ -274,12 +297,14 @@ def main():
                 torch._foreach_add_(es, ps, alpha=1.0 - args.ema)
         step += 1
         seen += len(batch)
-        window.append(loss.item())
-        if step % 20 == 0:
+        window += loss.detach()
+        window_steps += 1
+        if step % 20 == 0:  # the one host sync of 20 steps
+            mean = (window / window_steps).item()
             rate = 20 * args.batch / (time.time() - t0)
-            print(f"step {step} images {seen} train bits/dim {np.mean(window):.4f} "
+            print(f"step {step} images {seen} train bits/dim {mean:.4f} "
                   f"({rate:.1f} images/s, lr {opt.param_groups[0]['lr']:.3g})", flush=True)
-            t0, window = time.time(), []
+            t0, window, window_steps = time.time(), torch.zeros((), device=device), 0
         if step % args.eval_every == 0:
             bpd = evaluate(model, heldout, device, args.batch, use_bf16)
             entry = {"step": step, "images_seen": seen, "heldout_bpd": bpd}

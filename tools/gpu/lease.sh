@@ -9,23 +9,28 @@
 #                                                          it, score it; then the timings
 #   3. tools/gpu/lease.sh profile softmax pack             ncu; the paper's Table 1 on the GPU;
 #                                                          everything back in at most 8 files
+# TRAIN_ARGS adds to the trainer's flags; by default it trains at a GPU's pace: batch 512, the
+# rate and warm-up scaled from batch 64's (--ref-batch), bf16 autocast, the blocked attention at
+# 128 positions, torch.compile and a fused AdamW where the torch there has them.
 #
-# Steps (in the order given; their output goes to /tmp/lease/log and to $OUT/lease.log):
+# Steps (in the order given; their output goes to stdout and to /tmp/lease/log):
 #   build          build-gpu/: Release, sm_90 (CUDA_ARCH), the carried deps, the GPU targets only
 #   train-start    tools/train.py from models/mnist (or .gpu/init/) in its own session (setsid:
 #                  it outlives the call), logging to /tmp/lease/train.log, checkpointing every
 #                  minute to /tmp/lease/train.pt; TRAIN_MINUTES (20) at most
 #   test           the GPU suite (ctest -L gpu, test_cuda and test_kernels in full)
 #   sanitize       compute-sanitizer memcheck and racecheck over the GPU tests
-#   train-end      stop the trainer (it checkpoints on SIGTERM), export and score it, the weights
-#                  as 15 MiB parts for pack
+#   train-end      stop the trainer (it checkpoints on SIGTERM: weights, averaged weights,
+#                  optimizer, step), export both weights and score them
 #   bench          tarnn bench in every precision and state format at batch 4,096, 16,384 and
 #                  what fits; sample -n 10000 timed; bench --complete; score timed. Refuses to
 #                  run while a trainer does: timings beside it mean nothing
 #   profile        ncu over two steps per precision and state format at batch 4,096, its window
 #                  the kernels a step's graph holds (bench's kernels_per_step)
 #   softmax        the paper's softmax baseline on the GPU (tools/gpu/softmax_baseline.py)
-#   pack           $OUT: results.tgz (logs, JSON, CSV) and the weights' parts: at most 8 files
+#   pack           $OUT: results.tgz (logs, JSON, CSV) and the checkpoint in 15 MiB parts, at
+#                  most 8 files (cat train.pt.part-* > .gpu/train.pt: the next lease resumes it);
+#                  were it more than 7 parts, the two exported weights' parts instead
 #
 # DRY=1 runs every step without a GPU: each command is printed, not run, where it needs the GPU
 # or would take minutes; the tools it calls are checked to exist and to accept the flags given
@@ -36,7 +41,7 @@ OUT=${OUT:-/tmp/tarnn-lease}
 L=${LEASE_DIR:-/tmp/lease} # kept between the calls of one lease (the machine stays up)
 DRY=${DRY:-}
 mkdir -p "$OUT" "$L"
-exec > >(tee -a "$L/log" "$OUT/lease.log") 2>&1
+exec > >(tee -a "$L/log") 2>&1 # the call's output comes back as it is; $L/log goes in pack
 T=build-gpu/tarnn
 PY=${PY:-python3}
 t0=$(date +%s)
@@ -71,7 +76,7 @@ step_train_start() {
   local cmd=("$PY" tools/train.py --init-from "$init" --train data/mnist/train-images-idx3-ubyte
     --heldout data/mnist/valid-images-idx3-ubyte --ckpt "$L/train.pt" --ckpt-minutes 1
     --minutes "$minutes" --time-decay 0.5 --ema 0.999 --eval-every 500 --eval-images 1000
-    ${TRAIN_ARGS:-})
+    ${TRAIN_ARGS:---batch 512 --ref-batch 64 --lr 1.5e-4 --warmup 200 --chunk 128 --compile})
   if [ -n "$DRY" ]; then
     run "${cmd[@]}"
     "$PY" tools/train.py --help >/dev/null # the flags above are checked by the dry-run test
@@ -112,7 +117,6 @@ step_train_end() {
     local flag=""
     [ $kind = ema ] && flag=--ema
     run "$PY" tools/export.py "$L/train.pt" --out "$L/m-$kind" $flag
-    run split -b 15M -d "$L/m-$kind/model.safetensors" "$L/$kind.part-"
   done
   say "test bits/dim of the averaged and the last weights (engine, cuda, fp32)"
   for kind in ema raw; do
@@ -179,14 +183,23 @@ step_softmax() {
 }
 
 step_pack() {
-  say "pack: results.tgz and the weights' parts"
+  say "pack: results.tgz and the checkpoint's parts"
   tar czf "$OUT/results.tgz" -C "$L" --ignore-failed-read log tests.log train.log bench.jsonl \
     $(cd "$L" && ls score-*.json ncu-*.csv 2>/dev/null) 2>/dev/null
-  cp "$L"/ema.part-* "$L"/raw.part-* "$OUT"/ 2>/dev/null
+  if [ -f "$L/train.pt" ]; then
+    run split -b 15M -d "$L/train.pt" "$OUT/train.pt.part-"
+    if [ "$(find "$OUT" -maxdepth 1 -name 'train.pt.part-*' | wc -l)" -gt 7 ]; then
+      echo "the checkpoint is more than 7 parts: the exported weights instead (no optimizer)"
+      rm -f "$OUT"/train.pt.part-*
+      for kind in ema raw; do
+        run split -b 15M -d "$L/m-$kind/model.safetensors" "$OUT/$kind.part-"
+      done
+    fi
+  fi
   local n
-  n=$(find "$OUT" -maxdepth 1 -type f ! -name lease.log | wc -l)
-  echo "$n files in $OUT (at most 7 besides lease.log)"
-  [ "$n" -le 7 ]
+  n=$(find "$OUT" -maxdepth 1 -type f | wc -l)
+  echo "$n files in $OUT (at most 8)"
+  [ "$n" -le 8 ]
 }
 
 while [ $# -gt 0 ]; do
