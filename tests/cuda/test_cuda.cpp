@@ -390,3 +390,24 @@ TEST(CudaGemm, EveryPrecisionRunsAtEveryBatchSize) {
     EXPECT_EQ(one, five) << name(precision);
   }
 }
+
+// Scores of whole images, with the prefill on and off, in chunks the GPU prefills (2 images: at
+// most kCudaPrefillRuns different runs) and in chunks it steps (6 images): within the CPU parity
+// tolerance of the CPU backend's, and, prefill or not, the same where the chunks are the same.
+TEST(CudaPrefill, ScoresWithAndWithoutPrefill) {
+  REQUIRE_CUDA_DEVICE();
+  const Model &m = mnist();
+  const int n = 6;
+  const std::vector<uint8_t> images = cpu_sample(m, n, 12);
+  const Outcome cpu = cpu_run(m, n, 0, images.data());
+  for (int batch : {2, 6})
+    for (bool prefill : {true, false}) {
+      On o = on(Device::Cuda, batch);
+      o.run.prefill = prefill;
+      const Outcome gpu = run_on(o, m, n, 0, images.data());
+      for (int r = 0; r < n; ++r)
+        EXPECT_NEAR(bpd(gpu.log_prob[r], m.config), bpd(cpu.log_prob[r], m.config), 1e-4)
+            << "batch " << batch << (prefill ? ", prefilled" : ", stepped") << ", image " << r;
+      EXPECT_EQ(gpu.images, images);
+    }
+}
