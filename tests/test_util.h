@@ -11,6 +11,7 @@
 
 #include "tarnn/error.h"
 #include "tarnn/model.h"
+#include "tarnn/run.h"
 
 namespace tarnn_test {
 
@@ -60,6 +61,28 @@ inline tarnn::Model narrow_mnist(int heads, int d_head, uint64_t seed = 7) {
   c.d_ff = 128;
   return tarnn::random_model(c, seed);
 }
+
+// A rollout's images and log-likelihoods; job() is the Rollout that writes them: n images of
+// `config`'s size from `seed`, the given pixels where `known` says so, numbered from `first`.
+struct Outcome {
+  std::vector<uint8_t> images;
+  std::vector<double> log_prob;
+  tarnn::Rollout job(const tarnn::Config &config, int64_t n, uint64_t seed,
+                     const uint8_t *given = nullptr, const uint8_t *known = nullptr,
+                     int64_t first = 0) {
+    images.assign(size_t(n) * size_t(config.bytes_per_image()), 0);
+    log_prob.assign(size_t(n), 0.0);
+    tarnn::Rollout r;
+    r.count = n;
+    r.seed = seed;
+    r.first_index = first;
+    r.given = given;
+    r.known = known;
+    r.out = images.data();
+    r.log_prob = log_prob.data();
+    return r;
+  }
+};
 
 // The one line a tarnn::Error says, or "(no error)".
 inline std::string error_of(const std::function<void()> &f) {

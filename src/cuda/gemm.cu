@@ -80,25 +80,25 @@ void Gemm::release() {
   lt_ = nullptr;
 }
 
-// cuBLASLt's candidates for the layer at `rows` rows, no split over `in`; the first of them.
-cublasLtMatmulAlgo_t Gemm::heuristic(Epilogue e, int in, int out, int rows, bool *found) {
+// cuBLASLt's candidates for the layer at `rows` rows, best first, at most `most` of them, none
+// splitting the sum over `in` (a split would make an image's bytes depend on the batch size).
+int Gemm::candidates(Epilogue e, int in, int out, int rows, cublasLtMatmulHeuristicResult_t *found,
+                     int most) {
   cublasLtMatmulPreference_t pref = nullptr;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
   const uint64_t bytes = workspace_bytes_;
-  const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE; // no split over `in`
+  const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
                                        sizeof bytes);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                        &no_reduction, sizeof no_reduction);
-  cublasLtMatmulHeuristicResult_t result[1];
   int count = 0;
   Layouts l(in, out, rows, input_type_);
   const cublasStatus_t s =
-      cublasLtMatmulAlgoGetHeuristic(lt_, op_[e], l.w, l.x, l.y, l.y, pref, 1, result, &count);
+      cublasLtMatmulAlgoGetHeuristic(lt_, op_[e], l.w, l.x, l.y, l.y, pref, most, found, &count);
   cublasLtMatmulPreferenceDestroy(pref);
   lt_check(s, "cublasLtMatmulAlgoGetHeuristic");
-  *found = count > 0;
-  return result[0].algo;
+  return count;
 }
 
 const cublasLtMatmulAlgo_t &Gemm::algo(Epilogue e, int in, int out, int rows) {
@@ -112,23 +112,8 @@ const cublasLtMatmulAlgo_t &Gemm::algo(Epilogue e, int in, int out, int rows) {
            std::get<2>(kv.first) == out;
   });
   if (!fallback) { // the first time: one algorithm for every row count, if cuBLASLt has one
-    cublasLtMatmulPreference_t pref = nullptr;
-    lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-    const uint64_t bytes = workspace_bytes_;
-    const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
-                                         sizeof bytes);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                         &no_reduction, sizeof no_reduction);
     cublasLtMatmulHeuristicResult_t found[16];
-    int count = 0;
-    {
-      Layouts l(in, out, kReferenceRows, input_type_);
-      const cublasStatus_t s =
-          cublasLtMatmulAlgoGetHeuristic(lt_, op_[e], l.w, l.x, l.y, l.y, pref, 16, found, &count);
-      cublasLtMatmulPreferenceDestroy(pref);
-      lt_check(s, "cublasLtMatmulAlgoGetHeuristic");
-    }
+    const int count = candidates(e, in, out, kReferenceRows, found, 16);
     for (int i = 0; i < count; ++i) {
       cublasLtMatmulAlgo_t a = found[i].algo;
       const int32_t one = 1; // no split-K, stated, not left to the algorithm's default
@@ -151,13 +136,12 @@ const cublasLtMatmulAlgo_t &Gemm::algo(Epilogue e, int in, int out, int rows) {
         "every batch size: each batch size gets its own, so images may depend on --batch\n",
         in, out, input_type_ == CUDA_R_16BF ? "bf16" : "fp32");
   }
-  bool found = false;
-  const cublasLtMatmulAlgo_t a = heuristic(e, in, out, rows, &found);
-  if (!found)
+  cublasLtMatmulHeuristicResult_t best;
+  if (candidates(e, in, out, rows, &best, 1) == 0)
     throw Error("cuBLASLt has no algorithm for a " + std::to_string(in) + " x " +
                     std::to_string(out) + " layer at " + std::to_string(rows) + " rows",
                 Error::Kind::Runtime);
-  return per_size_[std::make_tuple(int(e), in, out, rows)] = a;
+  return per_size_[std::make_tuple(int(e), in, out, rows)] = best.algo;
 }
 
 void Gemm::prepare(int in, int out, Act act) {

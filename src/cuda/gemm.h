@@ -52,7 +52,8 @@ public:
 private:
   enum Epilogue { Plain, Bias, ReluBias, kEpilogues };
   const cublasLtMatmulAlgo_t &algo(Epilogue e, int in, int out, int rows);
-  cublasLtMatmulAlgo_t heuristic(Epilogue e, int in, int out, int rows, bool *found);
+  int candidates(Epilogue e, int in, int out, int rows, cublasLtMatmulHeuristicResult_t *found,
+                 int most);
   void release();
 
   cudaStream_t stream_;

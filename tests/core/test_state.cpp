@@ -30,22 +30,8 @@ Engine engine(const Model &m, int64_t batch, int threads, StateFormat state) {
   return Engine(m, o);
 }
 
-struct Outcome {
-  std::vector<uint8_t> images;
-  std::vector<double> log_prob;
-};
-
 Rollout job_for(Outcome &r, int64_t n, uint64_t seed, const uint8_t *given, const uint8_t *known) {
-  const size_t T = size_t(model().config.bytes_per_image());
-  r.images.assign(size_t(n) * T, 0);
-  r.log_prob.assign(size_t(n), 0.0);
-  Rollout job;
-  job.count = n;
-  job.seed = seed;
-  job.given = given;
-  job.known = known;
-  job.out = r.images.data();
-  job.log_prob = r.log_prob.data();
+  Rollout job = r.job(model().config, n, seed, given, known);
   job.positions = positions_unless_sanitized(120);
   return job;
 }

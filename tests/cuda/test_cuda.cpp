@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <gtest/gtest.h>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "src/cpu/cpu_ops.h"
 #include "src/cuda/cuda_backend.h"
@@ -77,23 +77,10 @@ std::vector<uint8_t> cpu_sample(const Model &m, int64_t n, uint64_t seed) {
   return sample_images(engine, n, seed).bytes;
 }
 
-struct Outcome {
-  std::vector<uint8_t> images;
-  std::vector<double> log_prob;
-};
-
 Outcome run_on(const On &o, const Model &m, int64_t n, uint64_t seed,
                const uint8_t *given = nullptr, const uint8_t *known = nullptr, int64_t first = 0) {
-  Outcome r{std::vector<uint8_t>(size_t(n) * m.config.bytes_per_image()), std::vector<double>(n)};
-  Rollout job;
-  job.count = n;
-  job.seed = seed;
-  job.first_index = first;
-  job.given = given;
-  job.known = known;
-  job.out = r.images.data();
-  job.log_prob = r.log_prob.data();
-  engine_with(m, o.run, o.knobs).run(job);
+  Outcome r;
+  engine_with(m, o.run, o.knobs).run(r.job(m.config, n, seed, given, known, first));
   return r;
 }
 
