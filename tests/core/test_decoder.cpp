@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <gtest/gtest.h>
-#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "src/cpu/cpu_ops.h"
@@ -12,6 +11,7 @@
 #include "src/model/decoder.h"
 #include "tarnn/tarnn.h"
 #include "test_util.h"
+#include "threads_util.h"
 
 using namespace tarnn;
 using namespace tarnn_test;
@@ -215,30 +215,12 @@ TEST(Engine, ProgressThatThrowsStopsTheRunAndTheEngineStaysUsable) {
   EXPECT_EQ(sample_images(engine, 3, 1).bytes, sample_images(engine, 3, 1).bytes);
 }
 
-// One Engine used from several threads at once (Python releases the GIL; a server's workers): each
-// job gets the images and scores it gets alone, in fp32 and with the fp16 state.
+// One Engine used from several threads at once, in fp32 and with the fp16 state.
 TEST(Engine, SeveralThreadsAtOnceGetWhatEachGetsAlone) {
   for (StateFormat state : {StateFormat::Fp32, StateFormat::Fp16}) {
     RunOptions o = run_options(3, 2);
     o.state = state;
     Engine engine(load_model(small_golden()), o);
-    std::vector<std::vector<uint8_t>> alone(4), together(4);
-    for (int i = 0; i < 4; ++i)
-      alone[size_t(i)] = sample_images(engine, 5, uint64_t(100 + i)).bytes;
-    const ImageSet scored = sample_images(engine, 4, 7);
-    const std::vector<double> want = score_images(engine, scored);
-    std::vector<std::vector<double>> scores(4);
-    std::vector<std::thread> threads;
-    for (int i = 0; i < 4; ++i)
-      threads.emplace_back([&, i] {
-        together[size_t(i)] = sample_images(engine, 5, uint64_t(100 + i)).bytes;
-        scores[size_t(i)] = score_images(engine, scored);
-      });
-    for (std::thread &t : threads)
-      t.join();
-    for (int i = 0; i < 4; ++i) {
-      EXPECT_EQ(together[size_t(i)], alone[size_t(i)]) << name(state) << " thread " << i;
-      EXPECT_EQ(scores[size_t(i)], want) << name(state) << " thread " << i;
-    }
+    expect_threads_get_what_each_gets_alone(engine, 5, name(state));
   }
 }

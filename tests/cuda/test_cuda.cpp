@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "src/cpu/cpu_ops.h"
 #include "src/cuda/cuda_backend.h"
@@ -17,6 +16,7 @@
 #include "src/model/decoder.h"
 #include "tarnn/tarnn.h"
 #include "test_util.h"
+#include "threads_util.h"
 
 using namespace tarnn;
 using namespace tarnn_test;
@@ -334,24 +334,7 @@ TEST(CudaThreads, SeveralThreadsAtOnceGetWhatEachGetsAlone) {
   REQUIRE_CUDA_DEVICE();
   for (Precision precision : {Precision::Fp32, Precision::Bf16}) {
     Engine engine(load_model(small_golden()), on(Device::Cuda, 6, true, precision).run);
-    std::vector<std::vector<uint8_t>> alone(4), together(4);
-    for (int i = 0; i < 4; ++i)
-      alone[size_t(i)] = sample_images(engine, 9, uint64_t(100 + i)).bytes;
-    const ImageSet scored = sample_images(engine, 5, 7);
-    const std::vector<double> want = score_images(engine, scored);
-    std::vector<std::vector<double>> scores(4);
-    std::vector<std::thread> threads;
-    for (int i = 0; i < 4; ++i)
-      threads.emplace_back([&, i] {
-        together[size_t(i)] = sample_images(engine, 9, uint64_t(100 + i)).bytes;
-        scores[size_t(i)] = score_images(engine, scored);
-      });
-    for (std::thread &t : threads)
-      t.join();
-    for (int i = 0; i < 4; ++i) {
-      EXPECT_EQ(together[size_t(i)], alone[size_t(i)]) << name(precision) << " thread " << i;
-      EXPECT_EQ(scores[size_t(i)], want) << name(precision) << " thread " << i;
-    }
+    expect_threads_get_what_each_gets_alone(engine, 9, name(precision));
   }
 }
 
