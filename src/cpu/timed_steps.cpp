@@ -135,8 +135,9 @@ StepTimes time_cpu_steps(const Config &c, const ModelView &w, const RunOptions &
     uint8_t *img = &images[size_t(first[i]) * T];
     slices[i]->step(t, img, T, out[i].data());
     for (int row = 0; row < rows; ++row) // p_{t+1}, sampled (seed 0) as tarnn sample would
-      img[size_t(row) * T + t + 1] = uint8_t(sample_byte(
-          &out[i][size_t(row) * c.d_out()], c.mixtures, 0, uint64_t(first[i] + row), uint32_t(t)));
+      img[size_t(row) * T + t + 1] =
+          uint8_t(sample_byte(&out[i][size_t(row) * c.d_out()], c.mixtures, 0,
+                              uint64_t(first[i]) + uint64_t(row), uint32_t(t)));
   };
   auto step_all = [&](int t) {
     team->run([&](int i) {
