@@ -256,7 +256,10 @@ def main():
         torch.save({"format": "tarnn-checkpoint-2", "model_state": model.state_dict(),
                     "optimizer_state": saved["state"],
                     **({"ema_state": ema.state_dict()} if ema else {}),
-                    "config": cfg, "step": step, "images_seen": seen, "meta": json.dumps(meta)},
+                    "config": cfg, "step": step, "images_seen": seen, "meta": json.dumps(meta),
+                    # the data's RNG and place in its epoch: a resumed run sees the images it
+                    # would have seen had it not stopped
+                    "data_rng": gen.get_state(), "order": order.cpu(), "pos": pos},
                    tmp)
         os.replace(tmp, args.ckpt)
 
@@ -270,7 +273,11 @@ def main():
             print(f"--compile: torch {torch.__version__} has no torch.compile: running without",
                   flush=True)
     gen = torch.Generator().manual_seed(args.seed + step)
-    order, pos = torch.randperm(len(train), generator=gen).to(device), 0  # an epoch's order
+    if state and "data_rng" in state and len(state["order"]) == len(train):
+        gen.set_state(state["data_rng"])
+        order, pos = state["order"].to(device), int(state["pos"])
+    else:  # a new run, an older checkpoint or other training data: a fresh epoch
+        order, pos = torch.randperm(len(train), generator=gen).to(device), 0  # an epoch's order
     started = last_save = t0 = time.time()
     window, window_steps = torch.zeros((), device=device), 0  # summed on the device: no sync a step
     while not stop["now"] and (not args.max_steps or step < args.max_steps):

@@ -58,6 +58,7 @@ PYEOF
 tiny=(--height 6 --width 6 --n-layers 2 --n-heads 2 --d-head 4 --d-model 8 --d-ff 16 --mixtures 2)
 check "train 5 steps" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
   --ckpt "$work/ckpt.pt" "${tiny[@]}" --max-steps 5 --batch 4 --eval-every 1000 --threads 1
+cp "$work/ckpt.pt" "$work/ckpt5.pt"
 check "resume 3 more steps" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
   --ckpt "$work/ckpt.pt" --max-steps 8 --batch 4 --eval-every 1000 --threads 1
 grep -q "resumed .* at step 5" "$work/out" && ! grep -q easing "$work/out" && pass=$((pass + 1)) ||
@@ -67,6 +68,18 @@ check "resume at a higher rate" $PY "$SRC/tools/train.py" --train "$work/train-i
   --ckpt "$work/ckpt-fast.pt" --lr 1e-2 --max-steps 9 --batch 4 --eval-every 1000 --threads 1
 grep -q "easing the learning rate from .* over 300 steps" "$work/out" && pass=$((pass + 1)) ||
   { echo "FAIL: a changed rate was not eased into"; fail=$((fail + 1)); }
+# a resumed run is the run that never stopped: the same weights, bit for bit, after an epoch's
+# end (8 steps of 4 images of 32), as the checkpoint holds the data's RNG and place in its epoch
+check "resume across an epoch" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
+  --ckpt "$work/ckpt5.pt" --max-steps 11 --batch 4 --eval-every 1000 --threads 1
+check "train 11 steps without stopping" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
+  --ckpt "$work/straight.pt" "${tiny[@]}" --max-steps 11 --batch 4 --eval-every 1000 --threads 1
+check "the resumed weights are the unstopped run's" $PY -c "
+import torch
+a = torch.load('$work/ckpt5.pt', weights_only=True)['model_state']
+b = torch.load('$work/straight.pt', weights_only=True)['model_state']
+bad = [k for k in a if not torch.equal(a[k], b[k])]
+assert not bad, f'{len(bad)} tensors differ, first {bad[0]}'"
 check "checkpoints load with torch's weights-only loader" $PY -c "
 import torch; torch.load('$work/ckpt.pt', weights_only=True)"
 # an older checkpoint: a full pickle (floats in the optimizer), one parameter group
