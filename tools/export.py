@@ -10,8 +10,9 @@ Accepts
     and the size flags);
   - bare state dicts, as the paper's colab saves them (value_embedding.weight,
     pos_embedding.pe [1, L, d_model/2], transformer.layers.*, transformer.norm.*, predictor.*).
-Every key and shape is checked against the config; a missing, extra or misshapen tensor is an
-error that names it, and nothing is written.
+Every key and shape is checked against the config; a missing, extra or misshapen tensor, a
+non-finite value, a config key, attention or activation the engine does not know is an error that
+names it, and nothing is written.
 
 A .pt/.pth checkpoint is a Python pickle, and a pickle can run code its author put in it. This
 tool reads with torch's weights-only loader, which runs none: train.py's checkpoints load so.
@@ -92,13 +93,26 @@ def main():
         if args.config == "mnist":
             cfg = dict(tm.MNIST_CONFIG)
         else:
-            with open(args.config) as f:
-                cfg = {k: v for k, v in json.load(f).items() if k in tm.CONFIG_KEYS}
+            try:
+                with open(args.config) as f:
+                    cfg = json.load(f)
+            except (OSError, ValueError) as e:
+                fail(f"--config {args.config}: {e}")
+            if not isinstance(cfg, dict):
+                fail(f"--config {args.config}: not a JSON object")
+    cfg = {k: v for k, v in cfg.items() if k not in tm.FILE_KEYS}
     for key in tm.MNIST_CONFIG:
         if getattr(args, key) is not None:
             cfg[key] = getattr(args, key)
+    try:
+        tm.check_config(cfg)
+    except ValueError as e:
+        fail(f"{args.config or args.checkpoint}: {e}")
 
     check_state(state, cfg)
+    for key, tensor in state.items():
+        if not torch.isfinite(tensor.float()).all():
+            fail(f"tensor {key} holds a non-finite value (NaN or infinity): the engine refuses it")
     model = tm.ImageTransformer(cfg)
     state = dict(state)
     if state["pos_embedding.pe"].dim() == 2:

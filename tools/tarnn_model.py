@@ -5,6 +5,7 @@ random_model.py uses it as the parallel (equation 9) reference the C++ engine is
 Tensor names are those of the paper's code (fast-transformers), so its checkpoints load as is.
 """
 
+import difflib
 import json
 import math
 import os
@@ -22,6 +23,28 @@ MNIST_CONFIG = dict(height=28, width=28, channels=1, n_layers=8, n_heads=8, d_he
 
 CONFIG_KEYS = ("height", "width", "channels", "n_layers", "n_heads", "d_head", "d_model", "d_ff",
                "activation", "mixtures", "attention")
+FILE_KEYS = ("format_version", "model_type")  # config.json's own, beside the model's
+ATTENTIONS = ("linear", "softmax")
+ACTIVATIONS = ("relu", "gelu")
+
+
+def check_config(cfg):
+    """What the engine's config.json reader refuses (src/io/config.cpp), refused here too, so that
+    nothing is trained or exported that the engine cannot run: unknown keys, missing ones,
+    attentions and activations it does not compute."""
+    for key in cfg:
+        if key not in CONFIG_KEYS + FILE_KEYS:
+            near = difflib.get_close_matches(key, CONFIG_KEYS + FILE_KEYS, n=1, cutoff=0)
+            raise ValueError(f"unknown config key {key!r} (did you mean {near[0]!r}?)")
+    for key in CONFIG_KEYS:
+        if key not in cfg:
+            raise ValueError(f"config lacks {key!r}")
+    if cfg["attention"] not in ATTENTIONS:
+        raise ValueError(f"attention {cfg['attention']!r} is not supported "
+                         f"({' or '.join(ATTENTIONS)})")
+    if cfg["activation"] not in ACTIVATIONS:
+        raise ValueError(f"activation {cfg['activation']!r} is not supported "
+                         f"({' or '.join(ACTIVATIONS)})")
 
 
 def seq_len(cfg):
@@ -187,9 +210,7 @@ class ImageTransformer(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        for key in CONFIG_KEYS:
-            if key not in cfg:
-                raise ValueError(f"config lacks {key!r}")
+        check_config(cfg)
         if cfg["d_model"] % 4:
             raise ValueError("d_model must be a multiple of 4 (two halves of sin/cos pairs)")
         self.cfg = dict(cfg)

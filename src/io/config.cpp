@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "files.h"
 #include "json_limits.h"
@@ -12,6 +14,48 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxConfigBytes = 1 << 20;
+
+// Every key a config.json may hold: any other is a mistake (a typo such as "n_heads_typo" would
+// otherwise leave the real key's value to a default, or describe a model this engine does not
+// compute), refused with the closest known key.
+constexpr const char *kKnownKeys[] = {
+    "format_version", "model_type", "height", "width",      "channels", "n_layers", "n_heads",
+    "d_head",         "d_model",    "d_ff",   "activation", "mixtures", "attention"};
+constexpr const char *kModelType = "tarnn-image-transformer";
+
+// Levenshtein distance, for "did you mean".
+size_t edit_distance(const std::string &a, const std::string &b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+void check_keys(const std::string &path, const json &j) {
+  for (const auto &item : j.items()) {
+    const std::string &key = item.key();
+    if (std::find(std::begin(kKnownKeys), std::end(kKnownKeys), key) != std::end(kKnownKeys))
+      continue;
+    const char *closest = kKnownKeys[0];
+    for (const char *known : kKnownKeys)
+      if (edit_distance(key, known) < edit_distance(key, closest))
+        closest = known;
+    throw Error(path + ": unknown key \"" + short_text(key) + "\" (did you mean \"" + closest +
+                "\"?)");
+  }
+  if (j.contains("model_type") && j["model_type"] != kModelType)
+    throw Error(path + ": model_type " + short_text(j["model_type"].dump()) +
+                " is not a model this engine runs (\"" + kModelType + "\")");
+}
 
 } // namespace
 
@@ -79,6 +123,7 @@ Config Config::from_json_file(const std::string &path) {
   const json j = json::parse(text, text + raw.size(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     throw Error(path + ": not a JSON object");
+  check_keys(path, j);
   Config c;
   auto get_int = [&](const char *key, int &dst) {
     if (!j.contains(key))

@@ -187,6 +187,18 @@ TEST(Loader, BadConfig) {
   c["activation"] = "tanh";
   write_cfg(c);
   EXPECT_LOAD_ERROR(dir.path.string(), "activation \"tanh\" is not supported");
+  c = cfg;
+  c["n_heads_typo"] = 4; // a typo is not silently ignored
+  write_cfg(c);
+  EXPECT_LOAD_ERROR(dir.path.string(), "unknown key \"n_heads_typo\" (did you mean \"n_heads\"?)");
+  c = cfg;
+  c["model_type"] = "gpt2";
+  write_cfg(c);
+  EXPECT_LOAD_ERROR(dir.path.string(), "model_type \"gpt2\" is not a model this engine runs");
+  c = cfg;
+  c.erase("model_type"); // optional
+  write_cfg(c);
+  EXPECT_NO_THROW(load_model(dir.path.string()).config);
   write_file(dir / "config.json", {'{', 'x'});
   EXPECT_LOAD_ERROR(dir.path.string(), "config.json: not a JSON object");
 }

@@ -155,6 +155,9 @@ torch.save({'model_state': c['model_state'], 'epoch': 3, 'optimizer_state': {'lr
 sd = dict(c['model_state']); del sd['transformer.layers.1.norm2.bias']; torch.save(sd, '$work/missing.pt')
 sd = dict(c['model_state']); sd['predictor.weight'] = sd['predictor.weight'][:, :7]; torch.save(sd, '$work/misshapen.pt')
 sd = dict(c['model_state']); sd['transformer.layers.2.linear1.weight'] = sd['predictor.weight']; torch.save(sd, '$work/extra.pt')
+sd = dict(c['model_state']); sd['predictor.bias'] = sd['predictor.bias'].clone(); sd['predictor.bias'][1] = float('nan'); torch.save(sd, '$work/nan.pt')
+for name, change in (('reformer', dict(attention='reformer')), ('typo', dict(n_heads_typo=4))):
+    torch.save(dict(c, config=dict(c['config'], **change)), f'$work/cfg-{name}.pt')
 "
 check "export a bare state dict" $PY "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m2" --config mnist "${tiny[@]}"
 check "same tensors as from our checkpoint" env PYTHONPATH="$SRC/tools" $PY -c "
@@ -170,7 +173,10 @@ refuses "missing tensor" "missing tensor transformer.layers.1.norm2.bias" $PY "$
 refuses "misshapen tensor" "tensor predictor.weight has shape [6, 7], the config wants [6, 8]" $PY "$SRC/tools/export.py" "$work/misshapen.pt" --out "$work/m6" --config mnist "${tiny[@]}"
 refuses "extra tensor" "unexpected tensor transformer.layers.2.linear1.weight" $PY "$SRC/tools/export.py" "$work/extra.pt" --out "$work/m7" --config mnist "${tiny[@]}"
 refuses "wrong size for the paper's model" "has shape" $PY "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m8" --config mnist
-[ -e "$work/m5" ] || [ -e "$work/m6" ] && { echo "FAIL: a refused export wrote files"; fail=$((fail + 1)); } || pass=$((pass + 1))
+refuses "non-finite weights" "tensor predictor.bias holds a non-finite value" $PY "$SRC/tools/export.py" "$work/nan.pt" --out "$work/m9" --config mnist "${tiny[@]}"
+refuses "an attention the engine lacks" "attention 'reformer' is not supported (linear or softmax)" $PY "$SRC/tools/export.py" "$work/cfg-reformer.pt" --out "$work/m10"
+refuses "an unknown config key" "unknown config key 'n_heads_typo' (did you mean 'n_heads'?)" $PY "$SRC/tools/export.py" "$work/cfg-typo.pt" --out "$work/m11"
+[ -e "$work/m5" ] || [ -e "$work/m6" ] || [ -e "$work/m9" ] || [ -e "$work/m10" ] || [ -e "$work/m11" ] && { echo "FAIL: a refused export wrote files"; fail=$((fail + 1)); } || pass=$((pass + 1))
 
 # IDX files: truncated, trailing bytes, not IDX
 head -c 200 "$work/train-idx" >"$work/trunc-idx"
