@@ -1,5 +1,6 @@
 // load_model and random_model (include/tarnn/model.h).
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <set>
 #include <sys/stat.h>
@@ -23,6 +24,12 @@ std::string shape_str(const std::vector<int64_t> &s) {
 
 class Reader {
 public:
+  // Finite is not enough: a weight of 3e38 passes isfinite() and overflows the first product, so
+  // that score prints nan or even a negative bits/dim. Trained weights are far below this bound
+  // (the shipped model's largest is 4.2); products of such weights over d_model terms, summed
+  // over thousands of positions in S, stay within fp32's 3.4e38.
+  static constexpr float kMaxWeight = 1e6f;
+
   explicit Reader(const SafeTensors &st) : st_(st) {}
 
   // The tensor `name` as fp32, checked to have shape `want` (or one of `alts`).
@@ -37,9 +44,18 @@ public:
                   ", config.json wants " + shape_str(want));
     used_.insert(name);
     std::vector<float> v = st_.to_float(name);
-    for (float x : v)
+    for (float x : v) {
       if (!std::isfinite(x))
         throw Error(st_.path() + ": tensor " + name + " holds a non-finite value");
+      if (std::fabs(x) > kMaxWeight) {
+        char text[160];
+        std::snprintf(text, sizeof text,
+                      ": tensor %s holds %g, beyond the %g a weight may have (the forward pass "
+                      "would overflow fp32)",
+                      name.c_str(), double(x), double(kMaxWeight));
+        throw Error(st_.path() + text);
+      }
+    }
     return v;
   }
 

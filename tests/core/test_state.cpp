@@ -96,3 +96,19 @@ TEST(StateFp16, ShippedModelWithinTheStudysBarOfFp32) {
   EXPECT_LE(worst, 0.002);
   EXPECT_GT(worst, 0.0);
 }
+
+// A state format's range left behind (values within the loader's bound, fp16's 65,504 passed by
+// S) makes the likelihood non-finite: score says so, naming the image, rather than printing nan
+// bits/dim with exit 0. fp32 holds the same model's state.
+TEST(StateFp16, AnOverflowingStateIsAnErrorNotAScore) {
+  Model m = load_model(small_golden());
+  for (LayerWeights &l : m.weights.layers)
+    for (float &w : l.qkv.w)
+      w *= 1e4f; // within the loader's 1e6, S grows past fp16's range
+  Engine full = engine(m, 0, 1, StateFormat::Fp32);
+  const ImageSet images = sample_images(full, 2, 1);
+  EXPECT_NO_THROW(score_images(full, images));
+  Engine half = engine(m, 0, 1, StateFormat::Fp16);
+  EXPECT_NE(error_of([&] { score_images(half, images); }).find("no likelihood gives"),
+            std::string::npos);
+}

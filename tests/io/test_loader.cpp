@@ -315,3 +315,16 @@ TEST(Loader, HostileConfig) {
   std::filesystem::create_directory(other / "model.safetensors");
   EXPECT_LOAD_ERROR(other.path.string(), "model.safetensors: not a regular file");
 }
+
+// Finite but absurd: 3e38 passes isfinite() and overflows the forward pass (score printed nan,
+// or a negative bits/dim, with exit 0). Refused at load, naming the tensor and the value.
+TEST(Loader, WeightsBeyondTheBoundAreRefused) {
+  for (const float big : {3e38f, -2e6f}) {
+    TempDir dir;
+    StFile f;
+    const uint64_t at = f.header["predictor.bias"]["data_offsets"][0];
+    std::memcpy(&f.data[at], &big, 4);
+    EXPECT_LOAD_ERROR(folder(dir, f.bytes()), "tensor predictor.bias holds");
+    EXPECT_LOAD_ERROR(folder(dir, f.bytes()), "beyond the 1e+06 a weight may have");
+  }
+}
