@@ -23,6 +23,7 @@ TARNN_HD void sample_row(int r, const float *o, int K, const uint8_t *given, con
     const RngKey key = p.keys ? p.keys[r] : RngKey{p.seed, p.image_base + uint64_t(r)};
     byte = sample_byte(orow, K, key.seed, key.image, uint32_t(p.t));
   }
+  log_prob[r] += double(overflow_mark(orow, 3 * K));
   cur[r] = uint8_t(byte);
   out[at] = uint8_t(byte);
 }

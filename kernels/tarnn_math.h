@@ -203,6 +203,17 @@ TARNN_HD float logistic_log_prob(int b, float mean, float log_scale) {
   return mid - log_s - 2.0f * softplus(mid) - 4.8481163f; // log(127.5)
 }
 
+// 0 where each of a row's n mixture parameters is finite, NaN where one is not (0 * x is NaN
+// exactly for an infinite or NaN x; +0 + -0 is +0). Added to the row's log-probability whether
+// its byte was fed or drawn, it changes no bit of a finite sum and makes an overflow in the
+// forward pass visible to Engine::run, which refuses it instead of returning its bytes.
+TARNN_HD float overflow_mark(const float *o, int n) {
+  float mark = 0.0f;
+  for (int j = 0; j < n; ++j)
+    mark += 0.0f * o[j];
+  return mark;
+}
+
 // log p(b) = logsumexp_k(log_softmax(logits)_k + log P_k); o = [logits | means | log_scales].
 TARNN_HD float mixture_log_prob(const float *o, int K, int b) {
   float mx = o[0];

@@ -1,8 +1,10 @@
 // Engine (include/tarnn/run.h): every run option resolved and checked in one place, against the
 // registry's row of the device asked for, then that device's backend.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "registry.h"
 #include "tarnn/error.h"
@@ -127,6 +129,61 @@ double Engine::host_state_bytes(int64_t count) const {
              : 0.0;
 }
 
+namespace {
+
+// Image i of `job` alone (the same bytes as in any batch), over its first `positions`: whether
+// its log-probability is still finite.
+bool finite_over(Backend &backend, const Rollout &job, int64_t i, int positions, int T) {
+  std::vector<uint8_t> given, known, out(static_cast<size_t>(T));
+  Rollout one;
+  one.count = 1;
+  one.seed = job.seed;
+  one.first_index = job.first_index + i;
+  if (job.given) {
+    given.assign(job.given + i * T, job.given + (i + 1) * T);
+    one.given = given.data();
+  }
+  if (job.known) {
+    known.assign(job.known + i * T, job.known + (i + 1) * T);
+    one.known = known.data();
+  }
+  if (job.seeds) {
+    one.seeds = job.seeds + i;
+    one.images = job.images + i;
+  }
+  one.out = out.data();
+  double log_prob = 0;
+  one.log_prob = &log_prob;
+  one.positions = positions;
+  backend.run(one, Progress{});
+  return std::isfinite(log_prob);
+}
+
+// An image's log-probability is a sum of logs of probabilities: finite and at most 0. Anything
+// else is an overflow in the forward pass (sample_row's overflow_mark), and its bytes are noise:
+// an error naming the first such image and, for a non-finite one, the position where it began
+// (found by bisecting that image's rollout, a dozen short runs).
+void check_log_probs(Backend &backend, const Rollout &job, const double *log_prob, int L, int T) {
+  for (int64_t i = 0; i < job.count; ++i) {
+    if (std::isfinite(log_prob[i]) && log_prob[i] <= 0)
+      continue;
+    std::string where;
+    if (!std::isfinite(log_prob[i])) {
+      int good = 0, bad = job.positions < 0 ? L : std::min(job.positions, L);
+      while (bad - good > 1) {
+        const int mid = good + (bad - good) / 2;
+        (finite_over(backend, job, i, mid, T) ? good : bad) = mid;
+      }
+      where = " at position " + std::to_string(bad - 1);
+    }
+    throw Error("image " + std::to_string(i) + ": the model's outputs overflowed" + where +
+                " (non-finite mixture parameters): nothing of it is a result; check the weights, "
+                "or try --state fp32");
+  }
+}
+
+} // namespace
+
 RunInfo Engine::run(const Rollout &job, const Progress &progress) {
   if (job.count < 0 || (job.count > 0 && !job.out))
     throw Error("a rollout needs a count >= 0 and an output buffer");
@@ -137,7 +194,17 @@ RunInfo Engine::run(const Rollout &job, const Progress &progress) {
     o.batch = job.batch;
     resolve_run_options(model_->config, o);
   }
-  return backend_->run(job, progress);
+  // Every run keeps its log-probabilities, which tell an overflow from a result.
+  std::vector<double> own;
+  Rollout checked = job;
+  if (!checked.log_prob) {
+    own.assign(size_t(job.count), 0.0);
+    checked.log_prob = own.data();
+  }
+  const RunInfo info = backend_->run(checked, progress);
+  check_log_probs(*backend_, job, checked.log_prob, model_->config.positions(),
+                  model_->config.bytes_per_image());
+  return info;
 }
 
 } // namespace tarnn

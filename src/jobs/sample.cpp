@@ -44,16 +44,8 @@ std::vector<double> score_images(Engine &engine, const ImageSet &images, const P
   job.log_prob = log_prob.data();
   engine.run(job, progress);
   std::vector<double> bpd(log_prob.size());
-  for (size_t i = 0; i < bpd.size(); ++i) {
+  for (size_t i = 0; i < bpd.size(); ++i) // finite and >= 0: Engine::run refuses anything else
     bpd[i] = -log_prob[i] / (c.positions() * std::log(2.0));
-    // A likelihood is at most 1: a negative or non-finite bits/dim is an overflow in the forward
-    // pass, never a result (weights within the loader's bound but an unlucky image, or a state
-    // format whose range it left).
-    if (!(bpd[i] >= 0) || !std::isfinite(bpd[i]))
-      throw Error("image " + std::to_string(i) + " scores " + std::to_string(bpd[i]) +
-                  " bits/dim, which no likelihood gives: the model's outputs overflowed (try "
-                  "--state fp32, or check its weights)");
-  }
   return bpd;
 }
 

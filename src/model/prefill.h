@@ -74,9 +74,10 @@ double prefill_one(Pre &pre, const Config &c, const uint8_t *bytes, int P,
     pre.download(o.data(), b.o, size_t(m) * K3 * sizeof(float));
     for (int r = 0; r < m; ++r) {
       const int t = t0 + r;
-      if (t + 1 < P) // the same float, added in the same order as the steps add it
+      if (t + 1 < P) { // the same floats, added in the same order as the steps add them
         lp += double(mixture_log_prob(&o[size_t(r) * K3], c.mixtures, bytes[t + 1]));
-      else
+        lp += double(overflow_mark(&o[size_t(r) * K3], K3));
+      } else
         last.assign(&o[size_t(r) * K3], &o[size_t(r) * K3] + K3);
     }
   }

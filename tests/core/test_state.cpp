@@ -98,17 +98,37 @@ TEST(StateFp16, ShippedModelWithinTheStudysBarOfFp32) {
 }
 
 // A state format's range left behind (values within the loader's bound, fp16's 65,504 passed by
-// S) makes the likelihood non-finite: score says so, naming the image, rather than printing nan
-// bits/dim with exit 0. fp32 holds the same model's state.
-TEST(StateFp16, AnOverflowingStateIsAnErrorNotAScore) {
+// S) makes the mixture parameters non-finite: scoring and sampling say so, naming the image and
+// the position, rather than printing nan bits/dim or noise with exit 0. fp32 holds the same
+// model's state.
+TEST(StateFp16, AnOverflowingStateIsAnErrorNotAResult) {
   Model m = load_model(small_golden());
   for (LayerWeights &l : m.weights.layers)
     for (float &w : l.qkv.w)
-      w *= 1e4f; // within the loader's 1e6, S grows past fp16's range
+      w *= 5e2f; // within the loader's 1e6, S grows past fp16's range
   Engine full = engine(m, 0, 1, StateFormat::Fp32);
   const ImageSet images = sample_images(full, 2, 1);
   EXPECT_NO_THROW(score_images(full, images));
   Engine half = engine(m, 0, 1, StateFormat::Fp16);
-  EXPECT_NE(error_of([&] { score_images(half, images); }).find("no likelihood gives"),
-            std::string::npos);
+  const std::string scored = error_of([&] { score_images(half, images); });
+  EXPECT_NE(scored.find("image 0: the model's outputs overflowed at position "), std::string::npos)
+      << scored;
+  const std::string sampled = error_of([&] { sample_images(half, 3, 1, 5); });
+  EXPECT_NE(sampled.find("image 0: the model's outputs overflowed at position "), std::string::npos)
+      << sampled;
+  std::printf("%s\n", sampled.c_str());
+  // the position is the first whose parameters overflow: the image alone over fewer is finite
+  const int at = std::stoi(sampled.substr(sampled.find("position ") + 9));
+  auto alone_over = [&](int positions) {
+    std::vector<uint8_t> out(size_t(m.config.bytes_per_image()));
+    Rollout job;
+    job.count = 1;
+    job.seed = 1;
+    job.first_index = 5;
+    job.out = out.data();
+    job.positions = positions;
+    return error_of([&] { half.run(job); });
+  };
+  EXPECT_EQ(alone_over(at), "(no error)");
+  EXPECT_NE(alone_over(at + 1).find("overflowed at position"), std::string::npos);
 }
