@@ -18,16 +18,16 @@ struct ServeArgs {
 };
 
 int run_serve(ServeArgs &a) {
-  if (a.serve.host != "127.0.0.1" && a.serve.host != "localhost" && a.serve.host != "::1")
-    std::fprintf(stderr,
-                 "tarnn serve: listening on %s: other machines can reach it (no "
-                 "authentication; 127.0.0.1 keeps it to this one)\n",
-                 a.serve.host.c_str());
   Engine engine(load_model(find_model(a.model)), a.run.options());
   std::signal(SIGPIPE, SIG_IGN); // a client that left is an error on its socket, not our end
   run_server(
       engine, a.serve, [] { return interrupted() != 0; },
-      [&](const std::string &url) {
+      [&](const std::string &url) { // bound: the address is one of this machine's
+        if (a.serve.host != "127.0.0.1" && a.serve.host != "localhost" && a.serve.host != "::1")
+          std::fprintf(stderr,
+                       "tarnn serve: listening on %s: other machines can reach it (no "
+                       "authentication; 127.0.0.1 keeps it to this one)\n",
+                       a.serve.host.c_str());
         std::printf("tarnn serve: %s on %s at %s\n", engine.model().source.c_str(),
                     engine.device().c_str(), url.c_str());
         std::fflush(stdout);
@@ -52,6 +52,9 @@ Command add_serve(CLI::App &app) {
   add_number<int>(cmd, "--max-queued", a->serve.max_queued,
                   "requests waiting at most; more are answered 503", 1, 4096)
       ->capture_default_str();
+  cmd->add_option("--allow-origin", a->serve.allow_origins,
+                  "an origin (http://host:port) whose pages may call the API; repeatable, * for "
+                  "any (by default only this server's own page)");
   return {cmd, [a] { return run_serve(*a); }};
 }
 

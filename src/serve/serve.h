@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "tarnn/run.h"
 
@@ -17,6 +18,9 @@ struct ServeOptions {
   int port = 8080;                // 0: any free port (on_ready says which)
   int max_queued = 64;            // requests waiting at most; more get 503
   int64_t max_rows = 0;           // images merged into one rollout; 0: the engine's batch
+  // Origins (scheme://host[:port]) of other sites' pages allowed to call the API ("*": any); by
+  // default only this server's own page, and clients that send no Origin (curl, scripts).
+  std::vector<std::string> allow_origins;
 };
 
 // Serves until `should_stop` returns true (asked ten times a second), then ends the running

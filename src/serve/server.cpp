@@ -70,6 +70,68 @@ void widen_backlog(int port) {
   }
 }
 
+// Who may ask. A Host header must name this server: a loopback name, the --host address, or, when
+// listening on every address, any IP literal; so a page whose own name was rebound to 127.0.0.1
+// (DNS rebinding) cannot read the API under its name. A browser's Origin, where one is sent, must
+// be this server's own or one given with --allow-origin, so that no page of another site can start
+// a job (a cross-origin text/plain POST needs no preflight). Clients sending no Origin (curl,
+// scripts) are not browsers acting for a page.
+class Access {
+public:
+  Access(const ServeOptions &o, int port) : o_(o), port_(std::to_string(port)) {}
+
+  // An empty string where the request may go on; otherwise why not.
+  std::string refusal(const httplib::Request &req) const {
+    const std::string host = req.get_header_value("Host");
+    if (!host_allowed(host))
+      return "Host \"" + host.substr(0, 100) + "\" does not name this server";
+    const std::string origin = req.get_header_value("Origin");
+    if (req.has_header("Origin") && !origin_allowed(origin, host))
+      return "requests from pages of " + origin.substr(0, 100) +
+             " are refused (tarnn serve --allow-origin " + origin.substr(0, 100) + " allows them)";
+    return "";
+  }
+
+  // The Access-Control-Allow-Origin an allowed other site's page needs to read the answer.
+  bool cross_origin_allowed(const std::string &origin) const {
+    for (const std::string &a : o_.allow_origins)
+      if (a == "*" || a == origin)
+        return true;
+    return false;
+  }
+
+private:
+  static bool ip_literal(const std::string &name) {
+    unsigned char buf[16];
+    if (name.size() > 2 && name.front() == '[' && name.back() == ']')
+      return inet_pton(AF_INET6, name.substr(1, name.size() - 2).c_str(), buf) == 1;
+    return inet_pton(AF_INET, name.c_str(), buf) == 1;
+  }
+
+  bool host_allowed(const std::string &host) const {
+    std::string name = host, port;
+    const size_t colon = host.rfind(':');
+    if (colon != std::string::npos && host.find(']', colon) == std::string::npos) {
+      name = host.substr(0, colon);
+      port = host.substr(colon + 1);
+    }
+    if (!port.empty() && port != port_)
+      return false;
+    const std::string listening =
+        o_.host.find(':') != std::string::npos ? "[" + o_.host + "]" : o_.host;
+    if (name == "localhost" || name == "127.0.0.1" || name == "[::1]" || name == listening)
+      return true;
+    return (o_.host == "0.0.0.0" || o_.host == "::") && ip_literal(name);
+  }
+
+  bool origin_allowed(const std::string &origin, const std::string &host) const {
+    return origin == "http://" + host || cross_origin_allowed(origin);
+  }
+
+  const ServeOptions &o_;
+  std::string port_;
+};
+
 std::string sse(const Ticket::Event &e) {
   return "event: " + e.name + "\ndata: " + e.data.dump() + "\n\n";
 }
@@ -80,7 +142,12 @@ public:
 
   json info() const {
     const Config &c = engine_.config();
-    return {{"model", engine_.model().source},
+    // the model's name, not where it lies on this machine's disk
+    std::string model = engine_.model().source;
+    while (model.size() > 1 && model.back() == '/')
+      model.pop_back();
+    model = model.substr(model.find_last_of('/') + 1);
+    return {{"model", model},
             {"height", c.height},
             {"width", c.width},
             {"channels", c.channels},
@@ -209,6 +276,10 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
     http.Post(path, [&api, k](const httplib::Request &req, httplib::Response &res) {
       api.run(k, req, res);
     });
+    http.Get(path, [](const httplib::Request &req, httplib::Response &res) {
+      res.set_header("Allow", "POST");
+      send_error(res, 405, req.path + " takes a POST with a JSON body (docs/SERVE.md)");
+    });
   }
   http.set_error_handler([](const httplib::Request &req, httplib::Response &res) {
     if (res.body.empty()) // the handlers' own errors already carry JSON
@@ -235,6 +306,26 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
                     " (in use, or not an address of this machine)",
                 Error::Kind::Runtime);
   widen_backlog(port);
+  const Access access(o, port);
+  http.set_pre_routing_handler([&access](const httplib::Request &req, httplib::Response &res) {
+    const std::string why = access.refusal(req);
+    if (!why.empty()) {
+      send_error(res, 403, why);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const std::string origin = req.get_header_value("Origin");
+    if (access.cross_origin_allowed(origin)) {
+      res.set_header("Access-Control-Allow-Origin", origin);
+      res.set_header("Vary", "Origin");
+      if (req.method == "OPTIONS") { // a preflight: what the page may send
+        res.set_header("Access-Control-Allow-Methods", "GET, POST");
+        res.set_header("Access-Control-Allow-Headers", "Content-Type");
+        res.status = 204;
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     while (!done && !should_stop())

@@ -56,7 +56,69 @@ def test_info_and_page(small):
     status, kind, body = small.get("/../../etc/passwd")
     assert status in (400, 404) and "error" in json.loads(body)
     status, _, body = small.get("/api/complete")  # a POST route
-    assert status in (404, 405) and "error" in json.loads(body)
+    assert status == 405 and "takes a POST" in json.loads(body)["error"]
+    assert info["model"] == "small"  # the model's name, not its path on this machine
+
+
+def raw(server, method, path, headers, body=None):
+    """(status, headers, parsed JSON or None) of one request with exactly these headers."""
+    import http.client
+    c = http.client.HTTPConnection(server.host, server.port, timeout=30)
+    c.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+    for k, v in headers.items():
+        c.putheader(k, v)
+    data = body.encode() if body is not None else None
+    if data is not None:
+        c.putheader("Content-Length", str(len(data)))
+    c.endheaders(data)
+    r = c.getresponse()
+    text = r.read()
+    c.close()
+    return r.status, dict(r.getheaders()), (json.loads(text) if text else None)
+
+
+def test_only_this_servers_names_and_pages_are_answered(small):
+    own = f"127.0.0.1:{small.port}"
+    done = lambda: json.loads(small.get("/api/stats")[2])["requests_done"]  # noqa: E731
+    for host in (own, f"localhost:{small.port}", "127.0.0.1"):
+        assert raw(small, "GET", "/api/info", {"Host": host})[0] == 200, host
+    # DNS rebinding: another site's name pointed at 127.0.0.1 cannot read the API
+    for host in (f"evil.example:{small.port}", "evil.example", f"127.0.0.1:{small.port + 1}", ""):
+        status, _, err = raw(small, "GET", "/api/info", {"Host": host})
+        assert status == 403 and "does not name this server" in err["error"], host
+    # a page of another site posting text/plain (no preflight) starts no job
+    before = done()
+    status, _, err = raw(small, "POST", "/api/sample",
+                         {"Host": own, "Origin": "http://evil.example",
+                          "Content-Type": "text/plain"}, '{"n": 1}')
+    assert status == 403 and "--allow-origin http://evil.example" in err["error"]
+    assert done() == before
+    # this server's own page, and clients that send no Origin, are answered
+    status, _, _ = raw(small, "POST", "/api/score", {"Host": own, "Origin": f"http://{own}",
+                                                     "Content-Type": "application/json"},
+                       json.dumps({"image": b64(bytes(40))}))
+    assert status == 200
+    assert small.post("/api/score", {"image": b64(bytes(40))})[0] == 200
+
+
+def test_allow_origin_lets_a_named_site_call_the_api():
+    s = Server(binary(), "--model", SMALL, "--allow-origin", "http://lab.example:3000")
+    try:
+        own = f"127.0.0.1:{s.port}"
+        status, headers, _ = raw(s, "OPTIONS", "/api/score",
+                                 {"Host": own, "Origin": "http://lab.example:3000",
+                                  "Access-Control-Request-Method": "POST"})
+        assert status == 204 and headers["Access-Control-Allow-Origin"] == "http://lab.example:3000"
+        status, headers, body = raw(s, "POST", "/api/score",
+                                    {"Host": own, "Origin": "http://lab.example:3000",
+                                     "Content-Type": "application/json"},
+                                    json.dumps({"image": b64(bytes(40))}))
+        assert status == 200 and "bits_per_dim" in body
+        assert headers["Access-Control-Allow-Origin"] == "http://lab.example:3000"
+        assert raw(s, "POST", "/api/score", {"Host": own, "Origin": "http://other.example"},
+                   json.dumps({"image": b64(bytes(40))}))[0] == 403
+    finally:
+        assert s.stop()[0] == 0
 
 
 def test_sample_is_the_commands_sample(mnist, tmp_path):
@@ -217,7 +279,8 @@ def test_bad_command_lines_are_one_line_errors(small):
         r = subprocess.run([binary(), "serve", *model, *args], capture_output=True,
                            text=True, timeout=30)
         assert r.returncode == code, (args, r.returncode, r.stderr)
-        lines = [l for l in r.stderr.splitlines() if not l.startswith("tarnn serve: listening on")]
+        # one line: not even the "other machines can reach it" warning for an address not bound
+        lines = r.stderr.splitlines()
         assert len(lines) == 1 and words in lines[0], (args, r.stderr)
 
 
