@@ -64,10 +64,12 @@ ImageSet read_png(const std::string &path, const std::vector<uint8_t> &raw, cons
   // else its colour without alpha; a gray image for an RGB model, or RGB for a gray one, is an
   // error.
   const int colour = info.channels == c->channels ? c->channels : info.channels >= 3 ? 3 : 1;
+  static const char *const kinds[] = {"", " (gray)", " (gray and alpha)", " (RGB)",
+                                      " (RGB and alpha)"};
   if (colour != c->channels)
-    throw Error(path + ": PNG has " + std::to_string(colour) +
-                (colour == 1 ? " channel" : " channels") + ", the model wants " +
-                std::to_string(c->channels));
+    throw Error(path + ": PNG has " + std::to_string(info.channels) +
+                (info.channels == 1 ? " channel" : " channels") + kinds[info.channels] +
+                ", the model wants " + std::to_string(c->channels));
   ImageSet s{1, info.height, info.width, colour, {}};
   check_fits(path, s, *c);
   s.bytes = decode_png(path, raw, colour).pixels;

@@ -85,7 +85,7 @@ chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.
 open(sys.argv[1], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
                               + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 PYEOF
-expect_error "PNG has 3 channels, the model wants 1" "$TARNN" score --model "$MNIST" --images "$work/rgb.png"
+expect_error "PNG has 3 channels (RGB), the model wants 1" "$TARNN" score --model "$MNIST" --images "$work/rgb.png"
 
 # --- info and bench
 expect_ok "$TARNN" info --model "$MNIST"

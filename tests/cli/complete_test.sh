@@ -101,7 +101,7 @@ N="$work/none.png"
 C=("$TARNN" complete --model "$MNIST" --images "$MNIST/inputs-idx-ubyte" -o "$N")
 expect_error "the model wants 5x4 with 2 channels" "$TARNN" complete --model "$SMALL" --images "$MNIST/inputs-idx-ubyte" -o "$N"
 $PY -c "import png; png.write('$work/rgb.png', 28, 28, 3, bytes(28 * 28 * 3)); png.write('$work/big.png', 30, 28, 1, bytes(30 * 28))"
-expect_error "PNG has 3 channels, the model wants 1" "$TARNN" complete --model "$MNIST" --images "$work/rgb.png" -o "$N"
+expect_error "PNG has 3 channels (RGB), the model wants 1" "$TARNN" complete --model "$MNIST" --images "$work/rgb.png" -o "$N"
 expect_error "images are 28x30 with 1 channel, the model wants 28x28" "$TARNN" complete --model "$MNIST" --images "$work/big.png" -o "$N"
 expect_error "out of range: the file holds 2 images (0-1)" "${C[@]}" --index 0-2
 expect_error "is not an index or a range" "${C[@]}" --index 0-a

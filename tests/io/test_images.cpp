@@ -75,6 +75,13 @@ TEST(Images, EveryChannelCountRoundTrips) {
   EXPECT_EQ(read_images(dir / "c2.png", gray).channels, 1);
   gray.channels = 3;
   EXPECT_EQ(read_images(dir / "c4.png", gray).channels, 3);
+  // a refusal names the channels the PNG stores, alpha included (RGBA was reported as 3)
+  gray.channels = 1;
+  const std::string e = error_of([&] { read_images(dir / "c4.png", gray); });
+  EXPECT_TRUE(contains(e, "PNG has 4 channels (RGB and alpha), the model wants 1")) << e;
+  gray.channels = 3;
+  const std::string e2 = error_of([&] { read_images(dir / "c2.png", gray); });
+  EXPECT_TRUE(contains(e2, "PNG has 2 channels (gray and alpha), the model wants 3")) << e2;
 }
 
 TEST(Images, ReadingAFolderIsAnErrorNamingIt) {
