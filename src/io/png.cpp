@@ -112,8 +112,11 @@ Png decode_png(const std::string &path, const std::vector<uint8_t> &raw, int cha
 }
 
 std::vector<uint8_t> encode_png(int width, int height, int channels, const uint8_t *data) {
-  if (width < 1 || height < 1 || channels < 1 || channels > 4 ||
-      int64_t(width) * channels > INT_MAX / 2 || int64_t(width) * height * channels > INT_MAX / 2)
+  if (width < 1 || height < 1 || channels < 1 || channels > 4)
+    throw Error("cannot encode a PNG of " + std::to_string(width) + "x" + std::to_string(height) +
+                "x" + std::to_string(channels) +
+                " (a PNG has at least 1x1 pixels, of 1 to 4 channels)");
+  if (int64_t(width) * channels > INT_MAX / 2 || int64_t(width) * height * channels > INT_MAX / 2)
     throw Error("cannot encode a PNG of " + std::to_string(width) + "x" + std::to_string(height) +
                 "x" + std::to_string(channels) + " (too large for one file)");
   std::vector<uint8_t> out;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <thread>
+#include <tuple>
 #include <unistd.h>
 
 #include "src/io/files.h"
@@ -186,4 +187,15 @@ TEST(Images, LyingPngsAreRefusedBeforeDecoding) {
   write_file(dir / "bomb.png", bomb);
   const std::string b = error_of([&] { read_images(dir / "bomb.png", Config::mnist()); });
   EXPECT_TRUE(contains(b, "corrupt, or larger than an image of its size")) << b;
+}
+
+// An empty image is not "too large" (as 0x0 was called): the message says what a PNG needs.
+TEST(Images, AnEmptyOrOddImageIsRefusedForWhatItIs) {
+  const uint8_t px[4] = {};
+  for (const auto &[w, h, c] : {std::tuple{0, 0, 1}, std::tuple{3, 0, 1}, std::tuple{1, 1, 5}}) {
+    const std::string e = error_of([&] { encode_png(w, h, c, px); });
+    EXPECT_TRUE(contains(e, "a PNG has at least 1x1 pixels, of 1 to 4 channels")) << e;
+  }
+  const std::string big = error_of([&] { encode_png(1 << 30, 4, 4, px); });
+  EXPECT_TRUE(contains(big, "too large for one file")) << big;
 }
