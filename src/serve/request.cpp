@@ -16,6 +16,8 @@ using nlohmann::json;
 
 // The body as a JSON object, its nesting bounded before it becomes a tree.
 json parse_object(const std::string &body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos)
+    bad("request: the body is empty: a JSON object is expected (docs/SERVE.md)");
   try {
     check_json_depth("request", body.data(), body.size(), 8);
   } catch (const Error &e) {

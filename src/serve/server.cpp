@@ -287,7 +287,10 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
                  res.status == 404 ? "no such page: " + req.path
                  : res.status == 413
                      ? "request body over " + std::to_string(kMaxBodyBytes) + " bytes"
-                     : "HTTP " + std::to_string(res.status));
+                 : res.status == 400 && req.method == "POST" && !req.has_header("Content-Length")
+                     ? "a POST needs its body's Content-Length (a JSON object, docs/SERVE.md)"
+                 : res.status == 400 ? "malformed HTTP request"
+                                     : "HTTP " + std::to_string(res.status));
   });
   http.set_exception_handler(
       [](const httplib::Request &, httplib::Response &res, std::exception_ptr ep) {

@@ -204,6 +204,14 @@ def test_bad_requests_are_400_with_a_reason(small, path, body, words):
     assert words in err["error"], err
 
 
+def test_an_empty_body_says_so(small):
+    own = f"127.0.0.1:{small.port}"
+    status, _, err = raw(small, "POST", "/api/sample", {"Host": own})  # no Content-Length
+    assert status == 400 and "needs its body's Content-Length" in err["error"], err
+    status, _, err = raw(small, "POST", "/api/sample", {"Host": own}, "")
+    assert status == 400 and "the body is empty" in err["error"], err
+
+
 def test_a_huge_body_is_refused(small):
     status, err = small.post("/api/sample", "{\"n\": 1, \"pad\": \"" + "x" * 70000 + "\"}")
     assert status == 413 and "error" in err
