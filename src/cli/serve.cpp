@@ -52,6 +52,13 @@ Command add_serve(CLI::App &app) {
   add_number<int>(cmd, "--max-queued", a->serve.max_queued,
                   "requests waiting at most; more are answered 503", 1, 4096)
       ->capture_default_str();
+  add_number<int>(cmd, "--max-connections", a->serve.max_connections,
+                  "connections open at once; more are closed as they come", 1, 65536)
+      ->capture_default_str();
+  cmd->add_option("--client-timeout", a->serve.client_seconds,
+                  "seconds a client has to send a request's line and headers, and again its body")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
   cmd->add_option("--allow-origin", a->serve.allow_origins,
                   "an origin (http://host:port) whose pages may call the API; repeatable, * for "
                   "any (by default only this server's own page)");

@@ -18,6 +18,8 @@ struct ServeOptions {
   int port = 8080;                // 0: any free port (on_ready says which)
   int max_queued = 64;            // requests waiting at most; more get 503
   int64_t max_rows = 0;           // images merged into one rollout; 0: the engine's batch
+  int max_connections = 512;      // open at once; more are closed as they come
+  double client_seconds = 5;      // for a request's line and headers, and again for its body
   // Origins (scheme://host[:port]) of other sites' pages allowed to call the API ("*": any); by
   // default only this server's own page, and clients that send no Origin (curl, scripts).
   std::vector<std::string> allow_origins;

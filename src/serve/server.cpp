@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "batcher.h"
+#include "connections.h"
 #include "serve.h"
 #include "tarnn/error.h"
 #include "tarnn/version.h"
@@ -238,12 +239,26 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
   if (o.max_queued < 1 || o.max_queued > 4096)
     throw Error("--max-queued must be in [1, 4096] (got " + std::to_string(o.max_queued) + ")");
   const int64_t rows = o.max_rows > 0 ? o.max_rows : engine.batch_for(kMaxBatch);
+  if (o.max_connections < 1 || o.max_connections > 65536)
+    throw Error("--max-connections must be in [1, 65536] (got " +
+                std::to_string(o.max_connections) + ")");
+  if (!(o.client_seconds >= 0.1 && o.client_seconds <= 3600))
+    throw Error("--client-timeout must be in [0.1, 3600] seconds (got " +
+                std::to_string(o.client_seconds) + ")");
   Batcher batcher(engine, rows, o.max_queued);
   Handlers api(engine, batcher);
   httplib::Server http;
-  // Every waiting request holds a thread while it streams: room for the whole queue and more.
-  const size_t threads = size_t(o.max_queued) + 8;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // A thread per connection with deadlines (connections.h); one request per connection, so a
+  // pipelined second request is refused explicitly (the first answer says Connection: close)
+  // rather than dropped unanswered.
+  int port = -1;
+  Connections *connections = nullptr; // httplib owns it, for the time of listen_after_bind
+  http.new_task_queue = [&] {
+    return connections = new Connections(port, o.max_connections,
+                                         std::chrono::duration_cast<Connections::Clock::duration>(
+                                             std::chrono::duration<double>(o.client_seconds)));
+  };
+  http.set_keep_alive_max_count(1);
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second server on the
   // same port would start silently and share its connections
   http.set_socket_options([](socket_t sock) {
@@ -273,7 +288,8 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
                                                   {"/api/score", Kind::Score}};
   for (const auto &[path, kind] : routes) {
     const Kind k = kind;
-    http.Post(path, [&api, k](const httplib::Request &req, httplib::Response &res) {
+    http.Post(path, [&api, &connections, k](const httplib::Request &req, httplib::Response &res) {
+      connections->body_read(req); // no deadline while it is answered
       api.run(k, req, res);
     });
     http.Get(path, [](const httplib::Request &req, httplib::Response &res) {
@@ -303,19 +319,29 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
         }
       });
 
-  const int port = o.port == 0 ? http.bind_to_any_port(o.host) : o.port;
+  port = o.port == 0 ? http.bind_to_any_port(o.host) : o.port;
   if (port < 0 || (o.port != 0 && !http.bind_to_port(o.host, o.port)))
     throw Error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
                     " (in use, or not an address of this machine)",
                 Error::Kind::Runtime);
   widen_backlog(port);
   const Access access(o, port);
-  http.set_pre_routing_handler([&access](const httplib::Request &req, httplib::Response &res) {
+  http.set_pre_routing_handler([&](const httplib::Request &req, httplib::Response &res) {
     const std::string why = access.refusal(req);
     if (!why.empty()) {
       send_error(res, 403, why);
       return httplib::Server::HandlerResponse::Handled;
     }
+    // The declared length against the limit now, not after waiting for (and skipping) the body.
+    const std::string length = req.get_header_value("Content-Length");
+    const bool digits =
+        !length.empty() && length.find_first_not_of("0123456789") == std::string::npos;
+    if (digits && (length.size() > 12 || std::stoll(length) > int64_t(kMaxBodyBytes))) {
+      send_error(res, 413, "request body over " + std::to_string(kMaxBodyBytes) + " bytes");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    connections->headers_read(req, (!length.empty() && length != "0") ||
+                                       req.has_header("Transfer-Encoding"));
     const std::string origin = req.get_header_value("Origin");
     if (access.cross_origin_allowed(origin)) {
       res.set_header("Access-Control-Allow-Origin", origin);

@@ -319,3 +319,76 @@ def test_clients_that_connect_while_the_server_is_stalled_are_all_served():
         os.kill(s.proc.pid, signal.SIGCONT)
         assert s.stop()[0] == 0
     assert results == [200] * 64, sorted(map(str, results))[:3]
+
+
+def test_slow_clients_cannot_lock_others_out():
+    """300 connections that send a request line and a header and then nothing, 100 of them a byte
+    every 0.4 s (a pool of max_queued + 8 threads was held by about 72): normal clients are
+    answered within 2 s each meanwhile, and the slow ones are closed at their deadline."""
+    import socket
+    s = Server(binary(), "--model", SMALL, "--threads", "1", "--client-timeout", "2")
+    slow = []
+    try:
+        own = f"127.0.0.1:{s.port}"
+        t0 = time.time()
+        for _ in range(300):
+            sock = socket.create_connection((s.host, s.port), timeout=10)
+            sock.sendall(f"POST /api/sample HTTP/1.1\r\nHost: {own}\r\n".encode())
+            slow.append(sock)
+        stop = threading.Event()
+
+        def trickle():
+            while not stop.wait(0.4):
+                for sock in slow[:100]:
+                    try:
+                        sock.send(b"X")
+                    except OSError:
+                        pass
+        t = threading.Thread(target=trickle)
+        t.start()
+        for _ in range(8):
+            t1 = time.time()
+            status, body = s.post("/api/score", {"image": b64(bytes(40))})
+            assert status == 200 and "bits_per_dim" in body
+            assert time.time() - t1 < 2.0, time.time() - t1
+        # every slow one is closed by the server at its 2-s deadline (trickling or not)
+        for sock in slow:
+            sock.settimeout(max(0.1, t0 + 8 - time.time()))
+            try:
+                assert sock.recv(100) == b""
+            except ConnectionResetError:
+                pass
+        assert time.time() - t0 < 8
+        stop.set()
+        t.join()
+        # a declared 10 GB body is refused at once, not after waiting for it
+        t1 = time.time()
+        sock = socket.create_connection((s.host, s.port), timeout=10)
+        sock.sendall(f"POST /api/sample HTTP/1.1\r\nHost: {own}\r\nContent-Length: 10000000000"
+                     "\r\n\r\n{}".encode())
+        assert sock.recv(4096).startswith(b"HTTP/1.1 413") and time.time() - t1 < 1.5
+        sock.close()
+        assert json.loads(s.get("/api/stats")[2])["requests_done"] >= 8
+    finally:
+        for sock in slow:
+            sock.close()
+        assert s.stop()[0] == 0
+
+
+def test_pipelined_requests_are_refused_explicitly(small):
+    """Two requests in one write: the first is answered with Connection: close, so the client
+    knows the second was not taken (it was silently dropped)."""
+    import socket
+    own = f"127.0.0.1:{small.port}"
+    sock = socket.create_connection((small.host, small.port), timeout=10)
+    req = f"GET /api/info HTTP/1.1\r\nHost: {own}\r\n\r\n".encode()
+    sock.sendall(req + req)
+    answer = b""
+    while True:
+        part = sock.recv(65536)
+        if not part:
+            break
+        answer += part
+    sock.close()
+    assert answer.count(b"HTTP/1.1 200") == 1 and b"Connection: close" in answer
+
