@@ -1,5 +1,6 @@
-// libFuzzer harness: read_images on any bytes, as an IDX file or a PNG (by the file's first
-// bytes, as the reader decides), for models of three shapes: 28x28x1, 5x4x2 and 8x8x3.
+// libFuzzer harness: read_images on any bytes, as an IDX file, a PNG or a NumPy .npy (by the
+// file's first bytes, as the reader decides; the corpus seeds each), for models of three shapes:
+// 28x28x1, 5x4x2 and 8x8x3.
 #include "fuzz_util.h"
 #include "tarnn/io.h"
 
