@@ -116,6 +116,15 @@ def test_errors_name_pythons_parameters(small, images):
         assert "--" not in str(e.value), str(e.value)
 
 
+def test_a_device_that_cannot_run_is_named_as_the_argument():
+    try:
+        tarnn.Model(SMALL, device="cuda")  # runs where a GPU and the CUDA backend are
+    except (ValueError, RuntimeError) as e:
+        # no CUDA in this build: "device='cuda' is not available ..."; no GPU: "... (use
+        # device='cpu')"
+        assert "device='c" in str(e) and "--" not in str(e), str(e)
+
+
 def test_an_unknown_model_name_says_where_it_looked():
     with pytest.raises(OSError, match="no-such-model: no model folder .* in ./no-such-model"):
         tarnn.Model("no-such-model")
