@@ -405,9 +405,9 @@ PYBIND11_MODULE(tarnn, m) {
            "W, C)\n\n"
            "Completes each image `samples` times: bytes where `known` is true are kept (fed to "
            "the model), the others sampled. images: as score's. known: a boolean array of shape "
-           "(H, W) (every "
-           "channel of a pixel) or (H, W, C), or one per image (n, H, W[, C]). Completion k of "
-           "image i uses the random numbers of image i * samples + k, as `tarnn complete`.");
+           "(H, W) (every channel of a pixel) or (H, W, C), or one per image (n, H, W[, C]). "
+           "Completion k of image i uses the random numbers of image i * samples + k, as `tarnn "
+           "complete`.");
 
   m.def(
       "read_images",
