@@ -18,7 +18,7 @@ packages=(cmake g++ make nlohmann-json3-dev libstb-dev libcli11-dev libgtest-dev
           libcpp-httplib-dev)
 [ "$job" = test ] && packages+=(python3-torch libopenblas0-pthread python3-numpy python3-matplotlib clang libclang-rt-14-dev
                                 pybind11-dev python3-dev python3-pytest parallel slurm-wlm munge
-                                python3-pil chromium)
+                                python3-pil chromium python3-pip python3-setuptools)
 # tarnn serve's browser test: node and npm (from Debian where the machine has none of its own)
 [ "$job" = test ] && ! command -v npm >/dev/null && packages+=(nodejs npm)
 missing=()
@@ -53,10 +53,11 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 # the command end to end and the fuzzers (the pure-Python tests and the install check gain nothing
 # from them and are left to the release pass, as are the README's commands, which the cli suites
 # cover: under ASan they took 11 of CI's 20 minutes; and the browser test, whose page is
-# JavaScript: the API and load tests run the instrumented server).
+# JavaScript: the API and load tests run the instrumented server; and the check of the CMake
+# option helper, which compiles nothing).
 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_C_COMPILER=clang -DTARNN_FUZZ=ON -DTARNN_CUDA=OFF
 cmake --build build-sanitize -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-sanitize --output-on-failure -j"$jobs" \
-  -E '^(reference|training|install|readme|serve_browser)$'
+  -E '^(reference|training|install|readme|serve_browser|cmake_option)$'

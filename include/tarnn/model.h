@@ -47,8 +47,9 @@ Model load_model(const std::string &dir);
 // Where the model NAME is: NAME itself (a folder, relative to the working folder or absolute),
 // else the installed models (PREFIX/share/tarnn/models, beside the running program and where
 // this library was installed), as NAME or as its last part ("models/mnist" -> ".../mnist").
-// Error names every place it looked.
-std::string find_model(const std::string &name);
+// Error names every place it looked. `roots`: more folders of installed models, looked in first
+// (the Python module's PREFIX/share/tarnn/models, beside it as the command's is beside it).
+std::string find_model(const std::string &name, const std::vector<std::string> &roots = {});
 
 // A model with reproducible random weights (torch-like init), for benchmarks and tests.
 Model random_model(const Config &config, uint64_t seed);

@@ -86,7 +86,7 @@ void append(std::vector<float> &dst, const std::vector<float> &src) {
 
 } // namespace
 
-std::string find_model(const std::string &name) {
+std::string find_model(const std::string &name, const std::vector<std::string> &more_roots) {
   auto is_model = [](const std::string &d) {
     struct stat st {};
     return ::stat((d + "/config.json").c_str(), &st) == 0;
@@ -95,7 +95,7 @@ std::string find_model(const std::string &name) {
     throw Error("--model is empty");
   if (is_model(name) || name[0] == '/')
     return name; // an absolute path is taken as it is: load_model says what is wrong with it
-  std::vector<std::string> roots;
+  std::vector<std::string> roots = more_roots;
   char exe[4096];
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) { // PREFIX/bin/tarnn -> PREFIX/share/tarnn/models

@@ -1,7 +1,10 @@
 // import tarnn: the library in Python, numpy arrays in and out (docs/PYTHON.md). A thin layer over
 // include/tarnn, as the command is: arguments checked, the GIL released while the engine runs,
 // Ctrl-C checked between steps, and the library's errors as Python's exceptions.
+#include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <pybind11/numpy.h>
@@ -17,6 +20,47 @@ namespace {
 
 struct Interrupted {}; // Ctrl-C seen between steps: thrown through the engine, which stops
 
+// The library's messages name the command's flags; here they name Model's and the methods'
+// parameters: "--device tpu is not available" -> "device='tpu' is not available", "--batch 9"
+// -> "batch=9", "--samples must be" -> "samples must be". Flags without a parameter stay.
+std::string python_names(const std::string &message) {
+  static const std::map<std::string, std::string> quoted = {
+      {"--device", "device"}, {"--precision", "precision"}, {"--state", "state"}};
+  static const std::map<std::string, std::string> plain = {
+      {"--batch", "batch"}, {"--threads", "threads"}, {"--samples", "samples"},
+      {"--seed", "seed"},   {"--first", "first"},     {"-n", "n"},
+      {"--model", "path"}};
+  std::string out;
+  size_t i = 0;
+  while (i < message.size()) {
+    const bool word_start = i == 0 || message[i - 1] == ' ' || message[i - 1] == '(';
+    size_t end = i;
+    while (end < message.size() && (message[end] == '-' || std::isalnum(uint8_t(message[end]))))
+      ++end;
+    const std::string flag = message.substr(i, end - i);
+    const bool is_quoted = quoted.count(flag) != 0, is_plain = plain.count(flag) != 0;
+    if (!word_start || !(is_quoted || is_plain)) {
+      out += message[i++];
+      continue;
+    }
+    out += is_quoted ? quoted.at(flag) : plain.at(flag);
+    size_t v = end + 1, v_end = v; // the value after the flag, where there is one
+    while (v_end < message.size() && message[v_end] != ' ' && message[v_end] != ':' &&
+           message[v_end] != ',' && message[v_end] != ')')
+      ++v_end;
+    const std::string value =
+        end < message.size() && message[end] == ' ' ? message.substr(v, v_end - v) : std::string();
+    const bool number =
+        !value.empty() && value.find_first_not_of("-0123456789") == std::string::npos;
+    if (is_quoted && !value.empty())
+      out += "='" + value + "'", end = v_end;
+    else if (is_plain && number)
+      out += "=" + value, end = v_end;
+    i = end;
+  }
+  return out;
+}
+
 // ValueError for bad arguments and contents, OSError for files, RuntimeError for the machine.
 void translate(std::exception_ptr p) {
   try {
@@ -26,7 +70,7 @@ void translate(std::exception_ptr p) {
     PyObject *type = e.kind() == Error::Kind::File      ? PyExc_OSError
                      : e.kind() == Error::Kind::Runtime ? PyExc_RuntimeError
                                                         : PyExc_ValueError;
-    PyErr_SetString(type, e.what());
+    PyErr_SetString(type, python_names(e.what()).c_str());
   } catch (const Interrupted &) {
     PyErr_SetNone(PyExc_KeyboardInterrupt);
   }
@@ -34,24 +78,57 @@ void translate(std::exception_ptr p) {
 
 [[noreturn]] void bad(const std::string &what) { throw Error(what); }
 
+// A TypeError that names the argument and its type, never its value (a tensor's repr is pages).
+[[noreturn]] void wrong_type(const char *name, py::handle obj, const char *wanted) {
+  throw py::type_error(std::string(name) + " must be " + wanted + ", not " +
+                       std::string(py::str(py::type::of(obj).attr("__name__"))));
+}
+
+// A path from str, bytes or any os.PathLike (pathlib.Path), as open() takes them.
+std::string path_of(py::handle obj, const char *name) {
+  if (!py::isinstance<py::str>(obj) && !py::isinstance<py::bytes>(obj) &&
+      !py::hasattr(obj, "__fspath__"))
+    wrong_type(name, obj, "a str or an os.PathLike such as pathlib.Path");
+  return py::str(py::module_::import("os").attr("fsdecode")(obj));
+}
+
+// A numpy array of anything the ecosystem holds images in: numpy arrays and views, and whatever
+// has __array__ or DLPack (torch tensors on the CPU, jax arrays); read, never copied here.
+py::array array_of(py::handle obj, const char *name) {
+  if (py::isinstance<py::array>(obj))
+    return py::reinterpret_borrow<py::array>(obj);
+  const py::module_ np = py::module_::import("numpy");
+  if (py::hasattr(obj, "__array__") || py::hasattr(obj, "__array_interface__"))
+    return np.attr("asarray")(obj).cast<py::array>();
+  if (py::hasattr(obj, "__dlpack__"))
+    return np.attr("from_dlpack")(obj).cast<py::array>();
+  wrong_type(name, obj, "an array (numpy, or anything with __array__ or __dlpack__: torch, jax)");
+}
+
 // A uint8 array (any strides: copied to C order when it is not), or ValueError.
 py::array_t<uint8_t, py::array::c_style> bytes_of(const py::array &a, const char *name) {
   if (!a.dtype().is(py::dtype::of<uint8_t>()))
-    bad(std::string(name) + " must be a uint8 array, not " + std::string(py::str(a.dtype())));
+    bad(std::string(name) + " must be a uint8 array, not " + std::string(py::str(a.dtype())) +
+        (a.dtype().kind() == 'f' ? " (tarnn.to_uint8 converts images in [0, 1])" : ""));
   return py::array_t<uint8_t, py::array::c_style>::ensure(a);
 }
 
-// The model's images from a (n, H, W) or (n, H, W, C) array.
-ImageSet images_of(const py::array &a, const Config &c, const char *name) {
-  const auto arr = bytes_of(a, name);
+// The model's images from a (n, H, W) or (n, H, W, C) array, or any array_of takes; an NCHW batch
+// (PyTorch's layout) is refused with the permutation that makes it NHWC.
+ImageSet images_of(py::handle obj, const Config &c, const char *name) {
+  const auto arr = bytes_of(array_of(obj, name), name);
   const bool gray3 = arr.ndim() == 3 && c.channels == 1;
+  const std::vector<py::ssize_t> shape(arr.shape(), arr.shape() + arr.ndim());
   if (!(gray3 || arr.ndim() == 4) || arr.shape(1) != c.height || arr.shape(2) != c.width ||
-      (arr.ndim() == 4 && arr.shape(3) != c.channels))
-    bad(std::string(name) + " must have shape (n, " + std::to_string(c.height) + ", " +
-        std::to_string(c.width) + (c.channels == 1 ? ") or (n, " : ", ") +
-        (c.channels == 1 ? std::to_string(c.height) + ", " + std::to_string(c.width) + ", 1)"
-                         : std::to_string(c.channels) + ")") +
-        ", not " + std::string(py::str(py::tuple(py::cast(a.request().shape)))));
+      (arr.ndim() == 4 && arr.shape(3) != c.channels)) {
+    const bool nchw = arr.ndim() == 4 && arr.shape(1) == c.channels && arr.shape(2) == c.height &&
+                      arr.shape(3) == c.width;
+    const std::string hw = std::to_string(c.height) + ", " + std::to_string(c.width);
+    bad(std::string(name) + " must be NHWC, shape (n, " + hw + ", " + std::to_string(c.channels) +
+        ")" + (c.channels == 1 ? ", or NHW (n, " + hw + ")" : "") + ", not " +
+        std::string(py::str(py::tuple(py::cast(shape)))) +
+        (nchw ? ": an NCHW batch (PyTorch's layout) is NHWC after .permute(0, 2, 3, 1)" : ""));
+  }
   ImageSet s{arr.shape(0), c.height, c.width, c.channels, {}};
   s.bytes.assign(arr.data(), arr.data() + arr.size());
   return s;
@@ -99,11 +176,66 @@ Progress progress_for(bool bar, int64_t images, int positions) {
   };
 }
 
+// Where a pip or cmake --install put the models beside the module: PREFIX/share/tarnn/models
+// for PREFIX/lib/python3.X/{site,dist}-packages/tarnn*.so (none for a module in a build tree).
+std::vector<std::string> installed_model_roots() {
+  const std::string file = py::str(py::module_::import("tarnn").attr("__file__"));
+  std::string dir = file.substr(0, file.rfind('/'));
+  const std::string site = dir.substr(dir.rfind('/') + 1);
+  if (site != "site-packages" && site != "dist-packages")
+    return {};
+  for (int up = 0; up < 3; ++up)
+    dir = dir.substr(0, dir.rfind('/'));
+  return {dir + "/share/tarnn/models"};
+}
+
+// Floats in [0, 1] as bytes, round half up: to_float's x / 255 comes back exactly.
+py::array to_uint8(py::object images) {
+  const py::array a = array_of(images, "images");
+  if (a.dtype().is(py::dtype::of<uint8_t>()))
+    return a;
+  if (a.dtype().kind() != 'f')
+    bad("images must be floats in [0, 1] (or uint8), not " + std::string(py::str(a.dtype())));
+  const auto x = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+  py::array_t<uint8_t> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  uint8_t *o = out.mutable_data();
+  for (py::ssize_t i = 0; i < x.size(); ++i) {
+    const double v = x.data()[i];
+    if (!(v >= 0.0 && v <= 1.0)) // NaN too
+      bad("images must be in [0, 1], not " + std::string(py::str(py::float_(v))) +
+          " (for floats in 0..255: images.astype(numpy.uint8))");
+    o[i] = uint8_t(std::floor(v * 255.0 + 0.5));
+  }
+  return std::move(out);
+}
+
+py::array_t<float> to_float(py::object images) {
+  const auto x = bytes_of(array_of(images, "images"), "images");
+  py::array_t<float> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  for (py::ssize_t i = 0; i < x.size(); ++i)
+    out.mutable_data()[i] = float(x.data()[i]) / 255.0f;
+  return out;
+}
+
 class PyModel {
 public:
-  PyModel(const std::string &path, const std::string &device, std::optional<int> threads,
+  PyModel(py::object path, const std::string &device, std::optional<int> threads,
           const std::string &precision, std::optional<int64_t> batch, const std::string &state)
-      : engine_(load_model(path), options(device, threads, precision, batch, state)) {}
+      : engine_(load_model(find_model(path_of(path, "path"), installed_model_roots())),
+                options(device, threads, precision, batch, state)) {}
+
+  // tarnn.Model('models/mnist', device='cpu', ...): (28, 28, 1) images, 1,234 parameters
+  std::string repr() const {
+    const Config &c = engine_.config();
+    const RunOptions &o = engine_.options();
+    return "tarnn.Model('" + engine_.model().source + "', device='" + name(o.device) +
+           "', precision='" + name(o.precision) + "', state='" + name(o.state) +
+           "', threads=" + std::to_string(o.threads) +
+           ", batch=" + (o.batch > 0 ? std::to_string(o.batch) : "None") + "): (" +
+           std::to_string(c.height) + ", " + std::to_string(c.width) + ", " +
+           std::to_string(c.channels) + ") images, " + std::to_string(c.parameter_count()) +
+           " parameters, on " + engine_.device();
+  }
 
   py::dict config() const {
     const Config &c = engine_.config();
@@ -136,7 +268,7 @@ public:
     return to_array(images, {n, c.height, c.width, c.channels});
   }
 
-  py::array_t<double> score(const py::array &images, bool progress) {
+  py::array_t<double> score(py::object images, bool progress) {
     const ImageSet in = images_of(images, engine_.config(), "images");
     std::vector<double> bpd;
     {
@@ -147,8 +279,8 @@ public:
     return py::array_t<double>(py::ssize_t(bpd.size()), bpd.data());
   }
 
-  py::array_t<uint8_t> complete(const py::array &images, const py::array &known, int samples,
-                                uint64_t seed, bool progress) {
+  py::array_t<uint8_t> complete(py::object images, py::object known, int samples, uint64_t seed,
+                                bool progress) {
     const Config &c = engine_.config();
     const ImageSet in = images_of(images, c, "images");
     const std::vector<uint8_t> mask = mask_of(known, c, in.count);
@@ -181,8 +313,8 @@ private:
 
   // `known`: booleans (or 0/1 bytes) of the image's shape, (H, W) covering every channel, or one
   // per image: one byte per image byte, as complete_images takes it.
-  static std::vector<uint8_t> mask_of(const py::array &known, const Config &c, int64_t n) {
-    py::array k = known;
+  static std::vector<uint8_t> mask_of(py::handle known, const Config &c, int64_t n) {
+    py::array k = array_of(known, "known");
     if (k.dtype().is(py::dtype::of<bool>()))
       k = k.attr("astype")("uint8");
     const auto arr = bytes_of(k, "known");
@@ -227,7 +359,8 @@ PYBIND11_MODULE(tarnn, m) {
 
   static const std::string model_doc =
       "Model(path, device='cpu', threads=None, precision='fp32', batch=None, state='fp32')\n\n"
-      "path: a model folder (config.json + model.safetensors).\n"
+      "path: a model folder (config.json + model.safetensors), or an installed model's name "
+      "('mnist'), found as `tarnn --model` finds it; a str or an os.PathLike.\n"
       "device: 'cpu' or 'cuda'.\n"
       "threads: CPU threads (None: every core).\n"
       "precision: the GEMMs: " +
@@ -240,11 +373,12 @@ PYBIND11_MODULE(tarnn, m) {
   py::class_<PyModel>(m, "Model",
                       "A model made ready on a device (weights loaded and laid out "
                       "once); its methods run the engine.")
-      .def(py::init<const std::string &, const std::string &, std::optional<int>,
-                    const std::string &, std::optional<int64_t>, const std::string &>(),
+      .def(py::init<py::object, const std::string &, std::optional<int>, const std::string &,
+                    std::optional<int64_t>, const std::string &>(),
            py::arg("path"), py::arg("device") = "cpu", py::arg("threads") = py::none(),
            py::arg("precision") = "fp32", py::arg("batch") = py::none(), py::arg("state") = "fp32",
            model_doc.c_str())
+      .def("__repr__", &PyModel::repr)
       .def_property_readonly("config", &PyModel::config, "The model's config.json, as a dict.")
       .def_property_readonly("parameters", &PyModel::parameters,
                              "Parameter count (the stored positional table included).")
@@ -262,26 +396,35 @@ PYBIND11_MODULE(tarnn, m) {
            "raises KeyboardInterrupt; the model stays usable.")
       .def("score", &PyModel::score, py::arg("images"), py::arg("progress") = false,
            "score(images, progress=False) -> float64 array (n,)\n\n"
-           "Teacher-forced bits/dim of each image, as `tarnn score`. images: uint8 of shape "
-           "(n, H, W) for a one-channel model, or (n, H, W, C).")
+           "Teacher-forced bits/dim of each image, as `tarnn score`. images: uint8, NHWC (n, H, W, "
+           "C) or (n, H, W) for a one-channel model: a numpy array, or anything with __array__ "
+           "or __dlpack__ (a torch tensor on the CPU); NCHW is refused.")
       .def("complete", &PyModel::complete, py::arg("images"), py::arg("known"),
            py::arg("samples") = 1, py::arg("seed") = 0, py::arg("progress") = false,
            "complete(images, known, samples=1, seed=0, progress=False) -> uint8 (n, samples, H, "
            "W, C)\n\n"
            "Completes each image `samples` times: bytes where `known` is true are kept (fed to "
-           "the model), the others sampled. known: a boolean array of shape (H, W) (every "
-           "channel of a pixel) or (H, W, C), or one per image (n, H, W[, C]). Completion k of "
-           "image i uses the random numbers of image i * samples + k, as `tarnn complete`.");
+           "the model), the others sampled. images: as score's. known: a boolean array of shape "
+           "(H, W) (every channel of a pixel) or (H, W, C), or one per image (n, H, W[, C]). "
+           "Completion k of image i uses the random numbers of image i * samples + k, as `tarnn "
+           "complete`.");
 
   m.def(
       "read_images",
-      [](const std::string &path) {
-        const ImageSet s = read_images(path);
+      [](py::object path) {
+        const ImageSet s = read_images(path_of(path, "path"));
         return to_array(s, {s.count, s.height, s.width, s.channels});
       },
       py::arg("path"),
       "read_images(path) -> uint8 array (n, H, W, C): an IDX file (MNIST's format) or a PNG, as "
       "stored.");
+  m.def("to_uint8", &to_uint8, py::arg("images"),
+        "to_uint8(images) -> uint8 array of the same shape: floats in [0, 1] (torchvision's "
+        "ToTensor) as the bytes the models take, round(x * 255); a value outside [0, 1] or NaN "
+        "is a ValueError. uint8 comes back as it is.");
+  m.def("to_float", &to_float, py::arg("images"),
+        "to_float(images) -> float32 array of the same shape: uint8 bytes as floats in [0, 1], "
+        "x / 255 (to_uint8 undoes it exactly).");
   m.def(
       "grid",
       [](const py::array &images, std::optional<int> cols) {
@@ -303,12 +446,12 @@ PYBIND11_MODULE(tarnn, m) {
       "`tarnn sample -o`; cols None: a square-ish grid).");
   m.def(
       "write_png",
-      [](const std::string &path, const py::array &image) {
-        const auto arr = bytes_of(image, "image");
+      [](py::object path, py::object image) {
+        const auto arr = bytes_of(array_of(image, "image"), "image");
         if (arr.ndim() != 2 && arr.ndim() != 3)
           bad("image must have shape (H, W) or (H, W, C)");
         const int C = arr.ndim() == 3 ? int(arr.shape(2)) : 1;
-        write_png(path, int(arr.shape(1)), int(arr.shape(0)), C, arr.data());
+        write_png(path_of(path, "path"), int(arr.shape(1)), int(arr.shape(0)), C, arr.data());
       },
       py::arg("path"), py::arg("image"),
       "write_png(path, image): a PNG of a uint8 (H, W) or (H, W, C) array, written atomically.");

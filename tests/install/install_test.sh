@@ -21,12 +21,14 @@ expect_ok cmake --build "$work/consumer"
 expect_ok "$work/consumer/consumer" "$SMALL" "$work/lib.png"
 expect_ok "$prefix/bin/tarnn" sample --model "$SMALL" -n 4 --seed 1 -o "$work/cmd.png" --scale 1
 cmp -s "$work/lib.png" "$work/cmd.png" && ok || bad "the library's images differ from the command's"
-# the Python module, where this build has it: where Debian's python3 looks under the prefix
+# the Python module, where this build has it: where Debian's python3 looks under the prefix; it
+# finds the installed models by their name, as the installed command does
 if [ -e "$BUILD/python/tarnn.pyi" ]; then
   site=$(ls -d "$prefix"/lib/python3.*/dist-packages 2>/dev/null | head -1)
   [ -n "$site" ] && ls "$site"/tarnn*.so >/dev/null 2>&1 && [ -e "$site/tarnn.pyi" ] && ok || bad "the Python module is not installed"
   expect_ok env PYTHONPATH="$site" "${TARNN_PYTHON:-/usr/bin/python3}" -c "
 import tarnn, sys
+assert '$prefix/share/tarnn/models/mnist' in repr(tarnn.Model('mnist')), 'not the installed model'
 a = tarnn.Model('$SMALL').sample(4, seed=1)
 tarnn.write_png('$work/py.png', tarnn.grid(a, 2))"
   cmp -s "$work/py.png" "$work/cmd.png" && ok || bad "the installed module's images differ from the command's"
