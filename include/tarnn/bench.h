@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "jobs.h"
 #include "run.h"
 
 namespace tarnn {
@@ -21,7 +22,7 @@ struct BenchOptions {
   // `samples` completions each), with the known half prefilled and step by step, and the time to
   // the first sampled pixel of one image.
   bool complete = false;
-  int images = 10, samples = 4;
+  int images = 10, samples = kDefaultSamples;
   RunOptions run;
   Progress progress; // (positions timed x batch, of all to time); may throw to stop
 };
@@ -60,6 +61,8 @@ struct BenchResult {
 };
 
 BenchResult run_bench(const BenchOptions &options);
+// The version of docs/JSON.md the commands' JSON follows (bench_json's and the command's).
+constexpr int kJsonSchemaVersion = 3;
 std::string bench_text(const BenchResult &r); // the lines `tarnn bench` prints
 // The JSON of docs/JSON.md: schema 2, every time in seconds, the version and commit that measured.
 std::string bench_json(const BenchResult &r);

@@ -23,7 +23,8 @@ int run_serve(ServeArgs &a) {
                  "tarnn serve: listening on %s: other machines can reach it (no "
                  "authentication; 127.0.0.1 keeps it to this one)\n",
                  a.serve.host.c_str());
-  Engine engine(load_model(find_model(a.model)), a.run.options());
+  const RunOptions run = a.run.options(); // flags first: a usage error before loading
+  Engine engine(load_model(find_model(a.model)), run);
   std::signal(SIGPIPE, SIG_IGN); // a client that left is an error on its socket, not our end
   run_server(
       engine, a.serve, [] { return interrupted() != 0; },
