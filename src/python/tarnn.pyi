@@ -35,7 +35,7 @@ class Model:
               progress: bool = False) -> npt.NDArray[np.float64]:
         """Teacher-forced bits/dim of each of `images` ((n, H, W) or (n, H, W, C), uint8)."""
     def complete(self, images: npt.NDArray[np.uint8], known: npt.NDArray,
-                 samples: int = 1, seed: int = 0,
+                 samples: int = 4, seed: int = 0,
                  progress: bool = False) -> npt.NDArray[np.uint8]:
         """Each image completed `samples` times, shape (n, samples, H, W, C); bytes where
         `known` ((H, W), (H, W, C) or one per image) is true are kept."""
@@ -47,4 +47,5 @@ def grid(images: npt.NDArray[np.uint8], cols: Optional[int] = None) -> npt.NDArr
     """The images tiled 2 pixels apart, (H', W', C), as `tarnn sample -o` draws them."""
 
 def write_png(path: str, image: npt.NDArray[np.uint8]) -> None:
-    """A PNG of a (H, W) or (H, W, C) uint8 array, written atomically."""
+    """A PNG of a (H, W) or (H, W, C) uint8 array, written atomically; the name must end in
+    .png (any case), as `tarnn sample -o` (ValueError otherwise)."""
