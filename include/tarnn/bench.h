@@ -60,6 +60,9 @@ struct BenchResult {
   int kernels_per_step = 0; // the kernels of a step's CUDA graph: a profiler's window
 };
 
+// What can be checked without a model (run_bench calls it first; the command, before it finds the
+// model): the run options, --steps, the attention form and whether the device runs it.
+void check_bench_options(const BenchOptions &options);
 BenchResult run_bench(const BenchOptions &options);
 // The version of docs/JSON.md the commands' JSON follows (bench_json's and the command's).
 constexpr int kJsonSchemaVersion = 3;

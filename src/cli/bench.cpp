@@ -16,6 +16,7 @@ struct BenchArgs {
 
 int run_bench_command(BenchArgs a) {
   a.bench.run = a.run.options();
+  as_usage([&] { check_bench_options(a.bench); });
   if (!a.report.json_file.empty())
     check_output_file(a.report.json_file);
   if (!a.bench.model.empty())

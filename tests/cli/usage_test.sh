@@ -31,6 +31,10 @@ expect_usage "--index: range '3-1' runs backwards" "$TARNN" complete --model "$N
 expect_usage "is not an index or a range" "$TARNN" complete --model "$NO" --images "$IDX" --index 0-a -o "$X"
 expect_usage "10000 images x 11 samples is over 100000 completions" "$TARNN" complete --model "$NO" --images "$IDX" --index 0-9999 --samples 11 -o "$X"
 expect_usage "-n must be in [1, 100000]" "$TARNN" bench --model "$NO" -n 0
+expect_usage "--device cuda runs linear attention only" "$TARNN" bench --model "$NO" --device cuda --attention softmax
+if "$TARNN" --help | grep -q "^  serve"; then # built with cpp-httplib
+  expect_usage "--precision fp16" "$TARNN" serve --model "$NO" --precision fp16 --port 0
+fi
 # what needs the model or the file is checked once they are read, and is a usage error too
 expect_usage "--keep-rows must be in [0, 5] (got 30)" "$TARNN" complete --model "$SMALL" --images "$IDX" --keep-rows 30 -o "$X"
 expect_usage "nothing to complete" "$TARNN" complete --model "$SMALL" --images "$IDX" --keep 40 -o "$X"
