@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Plot `tarnn bench --json-file` files: the paper's Figure 1 shape and throughput against batch
-size (schema 1 and 2 files alike, docs/JSON.md).
+size (files of every schema version alike, docs/JSON.md).
 
     tools/plot_bench.py tools/bench/runs/*.json              # figures beside the first input
     tools/plot_bench.py --out-dir docs tools/bench/runs/*.json

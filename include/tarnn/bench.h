@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "jobs.h"
 #include "run.h"
 
 namespace tarnn {
@@ -21,7 +22,7 @@ struct BenchOptions {
   // `samples` completions each), with the known half prefilled and step by step, and the time to
   // the first sampled pixel of one image.
   bool complete = false;
-  int images = 10, samples = 4;
+  int images = 10, samples = kDefaultSamples;
   RunOptions run;
   Progress progress; // (positions timed x batch, of all to time); may throw to stop
 };
@@ -59,7 +60,12 @@ struct BenchResult {
   int kernels_per_step = 0; // the kernels of a step's CUDA graph: a profiler's window
 };
 
+// What can be checked without a model (run_bench calls it first; the command, before it finds the
+// model): the run options, --steps, the attention form and whether the device runs it.
+void check_bench_options(const BenchOptions &options);
 BenchResult run_bench(const BenchOptions &options);
+// The version of docs/JSON.md the commands' JSON follows (bench_json's and the command's).
+constexpr int kJsonSchemaVersion = 3;
 std::string bench_text(const BenchResult &r); // the lines `tarnn bench` prints
 // The JSON of docs/JSON.md: schema 2, every time in seconds, the version and commit that measured.
 std::string bench_json(const BenchResult &r);

@@ -70,7 +70,12 @@ void remove_temporaries_on_signals();
 // The same from a signal handler of the program's own: async-signal-safe; does not return.
 [[noreturn]] void remove_temporaries_and_die(int signal);
 
-// A PNG (1 to 4 channels), written as write_file_atomic does.
+// Whether `path` ends in `ext` (".png"), letters in any case: the one rule for the names of the
+// files tarnn writes, in the command (checked before any work) and in the bindings.
+bool has_extension(const std::string &path, const std::string &ext);
+
+// A PNG (1 to 4 channels), written as write_file_atomic does; Error (before writing) when the
+// name does not end in .png (has_extension): grid.PNG is a PNG, grid.jpg is not.
 void write_png(const std::string &path, int width, int height, int channels, const uint8_t *data);
 
 // Images tiled in rows of `cols`, separated by `pad` pixels of value `pad_value`.

@@ -14,6 +14,11 @@ namespace tarnn {
 
 constexpr int64_t kMaxSampleImages = 10'000'000;
 
+// The defaults of every front end, the command, the Python module and the server (its API and its
+// page): the seed of sampling and completion, and the completions per image.
+constexpr uint64_t kDefaultSeed = 0;
+constexpr int kDefaultSamples = 4;
+
 // Images first .. first + n - 1 of a run with `seed` (docs/SPEC.md section 3): image i is the same
 // whatever the batch, the threads or the device's batch split.
 // batch: images in memory at once for this job (0: the Engine's).
@@ -48,6 +53,9 @@ std::string describe_mask(const std::vector<uint8_t> &known);
 // "0-15", "3", "0,5,9-12": file indices in the order given. Throws Error on bad syntax, an empty
 // list, an index twice, or an index outside [0, count).
 std::vector<int64_t> parse_index_list(const std::string &spec, int64_t count);
+// The images such a list names, counted without a file (ranges are not expanded): its syntax
+// checked as parse_index_list does, so a command refuses a bad --index before any work.
+int64_t index_list_size(const std::string &spec);
 
 // The RNG image index of completion k of the image at `file_index`: a pure function of the file,
 // so a completion does not depend on which other images were chosen, on the batch or the threads.

@@ -32,6 +32,11 @@ constexpr int64_t kDefaultCpuBatch = 256;
 constexpr int64_t kMaxBatch = int64_t(1) << 22;
 constexpr int kMaxThreads = 1024;
 
+// What can be checked without a model: batch and thread counts in range, a precision and a state
+// format the device runs. Throws Error; resolve_run_options calls it first, and the command calls
+// it before loading a model (a bad flag is found at once).
+void check_run_options(const RunOptions &o);
+
 // The options with their defaults filled in (batch 0 stays 0 on cuda: it depends on free GPU
 // memory, known when the job runs). Throws Error for an unknown device, a batch or thread count
 // out of range, or a CPU batch whose state would not fit in this machine's memory.

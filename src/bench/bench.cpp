@@ -103,10 +103,6 @@ double full_length_seconds(AttentionForm f, int L, const std::vector<int> &posit
 
 BenchResult measure(const BenchOptions &o) {
   const AttentionForm form = form_of(o.attention);
-  const std::vector<AttentionForm> &forms = backend_entry(o.run.device).forms;
-  if (std::find(forms.begin(), forms.end(), form) == forms.end())
-    throw Error("--device " + std::string(name(o.run.device)) + " runs linear attention only: " +
-                "--attention " + o.attention + " (the paper's softmax baselines) runs on the cpu");
   Model model = bench_model(o);
   // the form timed is --attention's, whatever attention the weights were trained with: the
   // Engine, which runs jobs in linear attention only, holds them as such
@@ -184,10 +180,21 @@ BenchResult measure(const BenchOptions &o) {
 
 } // namespace
 
-BenchResult run_bench(const BenchOptions &o) {
+void check_bench_options(const BenchOptions &o) {
+  check_run_options(o.run);
   if (o.steps < 0)
     throw Error("--steps must be >= 0 (0: every position)");
-  form_of(o.attention); // a bad name is an error before any work
+  if (o.complete && (o.images < 1 || o.samples < 1 || o.samples > kMaxSamples))
+    throw Error("bench --complete needs at least one image and 1 to 64 samples");
+  const AttentionForm form = form_of(o.attention); // --complete times linear attention
+  const std::vector<AttentionForm> &forms = backend_entry(o.run.device).forms;
+  if (!o.complete && std::find(forms.begin(), forms.end(), form) == forms.end())
+    throw Error("--device " + std::string(name(o.run.device)) + " runs linear attention only: " +
+                "--attention " + o.attention + " (the paper's softmax baselines) runs on the cpu");
+}
+
+BenchResult run_bench(const BenchOptions &o) {
+  check_bench_options(o); // before any work
   return o.complete ? measure_complete(o) : measure(o);
 }
 

@@ -99,7 +99,7 @@ std::string bench_json(const BenchResult &r) {
   char when[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  json j = {{"schema_version", 2},
+  json j = {{"schema_version", kJsonSchemaVersion},
             {"command", "bench"},
             {"tarnn_version", version()},
             {"git_commit", git_commit()},
@@ -107,6 +107,7 @@ std::string bench_json(const BenchResult &r) {
             {"device", name(r.device)},
             {"precision", name(r.precision)},
             {"state", name(r.state)},
+            {"threads", r.threads},
             {"model", r.model},
             {"attention", r.attention},
             {"attention_form", r.attention_form},

@@ -16,6 +16,7 @@ struct BenchArgs {
 
 int run_bench_command(BenchArgs a) {
   a.bench.run = a.run.options();
+  as_usage([&] { check_bench_options(a.bench); });
   if (!a.report.json_file.empty())
     check_output_file(a.report.json_file);
   if (!a.bench.model.empty())
@@ -51,7 +52,9 @@ Command add_bench(CLI::App &app) {
   cmd->add_flag("--complete", b.complete,
                 "time completion instead: the paper's Figure 3, the known half prefilled and step "
                 "by step, and the time to the first sampled pixel");
-  add_number<int>(cmd, "--images", b.images, "--complete: images to complete", 1, 100000);
+  add_number<int>(cmd, "-n", b.images, "--complete: images to complete", 1, 100000);
+  // the older spelling, hidden: in every other command --images names files
+  add_number<int>(cmd, "--images", b.images, "", 1, 100000)->group("");
   add_number<int>(cmd, "--samples", b.samples, "--complete: completions per image", 1, 64);
   add_run_options(cmd, a->run);
   add_number<int>(cmd, "--steps", b.steps,

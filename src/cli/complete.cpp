@@ -1,4 +1,5 @@
 // tarnn complete: occluded images completed K times each, the paper's Figure 3 (any mask).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -15,29 +16,51 @@ struct CompleteArgs {
   std::optional<std::string> index; // unset: the first 16 images (or all, if fewer)
   MaskSpec mask;
   int64_t keep_rows = 0, keep = 0; // copied into mask when given
-  int samples = 4;
-  uint64_t seed = 0;
+  int samples = kDefaultSamples;
+  uint64_t seed = kDefaultSeed;
   int scale = 0;
   std::string out, out_dir;
   Report report;
 };
 
+void check_completions(int64_t images, int samples) {
+  if (images > kMaxCompletions / samples)
+    throw UsageError(std::to_string(images) + " images x " + std::to_string(samples) +
+                     " samples is over " + std::to_string(kMaxCompletions) +
+                     " completions: split the job with --index");
+}
+
+// Every flag's value, before the model is loaded (usage errors: exit 2). What needs the model or
+// the file is checked once they are read, and is a usage error too: --keep-rows and --keep against
+// the model's size, --index against the file's images.
+void check_flags(const CompleteArgs &a) {
+  require_extension("-o", a.out, ".png", "; the completion grid is a PNG");
+  for (const auto &[flag, value] :
+       {std::pair{"--keep-rows", a.mask.keep_rows}, {"--keep", a.mask.keep}})
+    if (value && *value < 0)
+      throw UsageError(std::string(flag) + " must be at least 0 (got " + std::to_string(*value) +
+                       ")");
+  if (a.index)
+    check_completions(as_usage([&] { return index_list_size(*a.index); }), a.samples);
+  a.run.options();
+}
+
 int run_complete(const CompleteArgs &a) {
-  if (a.samples < 1 || a.samples > kMaxSamples)
-    throw Error("--samples must be in [1, " + std::to_string(kMaxSamples) + "] (got " +
-                std::to_string(a.samples) + ")");
+  check_flags(a);
   const std::string model = find_model(a.model);
   Engine engine(load_model(model), a.run.options());
   const Config &c = engine.config();
   const ImageSet images = read_images(a.images, c);
-  const std::vector<int64_t> index = parse_index_list(
-      a.index.value_or("0-" + std::to_string(std::min<int64_t>(images.count, 16) - 1)),
-      images.count);
-  const std::vector<uint8_t> known = make_mask(a.mask, c);
+  const std::vector<int64_t> index = as_usage([&] {
+    return parse_index_list(
+        a.index.value_or("0-" + std::to_string(std::min<int64_t>(images.count, 16) - 1)),
+        images.count);
+  });
+  // a mask PNG is a file (its errors exit 1); --keep-rows and --keep are flags
+  const std::vector<uint8_t> known =
+      a.mask.png.empty() ? as_usage([&] { return make_mask(a.mask, c); }) : make_mask(a.mask, c);
   const int64_t n = int64_t(index.size());
-  if (n * a.samples > kMaxCompletions)
-    throw Error(std::to_string(n) + " images x " + std::to_string(a.samples) + " samples is over " +
-                std::to_string(kMaxCompletions) + " completions: split the job with --index");
+  check_completions(n, a.samples);
   check_output_file(a.out);        // every output checked before any work
   std::unique_ptr<ImageSink> each; // --out-dir: completion k of image index[i] as INDEX-K.png
   if (!a.out_dir.empty())
@@ -67,16 +90,17 @@ int run_complete(const CompleteArgs &a) {
                 count_of(a.samples, "sample", "samples").c_str(), describe_mask(known).c_str(),
                 secs, double(n * a.samples) / secs, a.out.c_str());
   nlohmann::json j = json_header("complete");
-  j.update({{"model", model},
-            {"device", engine.device()},
-            {"images_file", a.images},
-            {"index", index},
-            {"samples", a.samples},
-            {"seed", a.seed},
-            {"known", describe_mask(known)},
-            {"seconds", secs},
-            {"completions_per_second", double(n * a.samples) / secs},
-            {"outputs", {{"grid", a.out}, {"out_dir", a.out_dir}}}});
+  j.update(
+      {{"model", model},
+       {"images_file", a.images},
+       {"index", index},
+       {"samples", a.samples},
+       {"seed", a.seed},
+       {"known_bytes", std::count_if(known.begin(), known.end(), [](uint8_t k) { return k != 0; })},
+       {"bytes_per_image", c.bytes_per_image()},
+       {"seconds", secs},
+       {"completions_per_second", double(n * a.samples) / secs},
+       {"outputs", {{"grid", a.out}, {"out_dir", a.out_dir}}}});
   j.update(numerics_json(engine));
   a.report.emit(line, j);
   return 0;

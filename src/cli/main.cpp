@@ -29,14 +29,16 @@ int main(int argc, char **argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion &e) {
     return app.exit(e);
-  } catch (const CLI::ParseError &e) {
-    std::fprintf(stderr, "tarnn: %s (see --help)\n", e.what());
-    return 2;
+  } catch (const CLI::ParseError &e) { // a mistyped command or flag, a value out of range: exit 2
+    return cli::report_usage_error(cli::explain_parse_error(app, argc, argv, e.what()), app, argc,
+                                   argv);
   }
   try {
     for (const cli::Command &c : commands)
       if (c.app->parsed())
         return c.run();
+  } catch (const cli::UsageError &e) { // a flag's value refused by the command's own checks
+    return cli::report_usage_error(e.what(), app, argc, argv);
   } catch (const cli::Interrupted &i) {
     std::fprintf(stderr, "tarnn: interrupted (signal %d)\n", i.signal);
     return 128 + i.signal;

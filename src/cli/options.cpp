@@ -40,7 +40,7 @@ nlohmann::json json_header(const std::string &command) {
   char when[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return {{"schema_version", 2},
+  return {{"schema_version", kJsonSchemaVersion},
           {"command", command},
           {"tarnn_version", version()},
           {"git_commit", git_commit()},
@@ -48,7 +48,12 @@ nlohmann::json json_header(const std::string &command) {
 }
 
 nlohmann::json numerics_json(const Engine &engine) {
-  return {{"precision", name(engine.options().precision)}, {"state", name(engine.options().state)}};
+  const RunOptions &o = engine.options();
+  return {{"device", name(o.device)},
+          {"device_name", engine.device()},
+          {"precision", name(o.precision)},
+          {"state", name(o.state)},
+          {"threads", o.threads}};
 }
 
 std::string count_of(int64_t n, const char *one, const char *many) {
@@ -82,15 +87,18 @@ void catch_interrupts() {
 int interrupted() { return caught; }
 
 RunOptions RunArgs::options() const {
-  RunOptions o = run;
-  o.device = parse_device(device);
-  o.precision = parse_precision(precision);
-  o.state = parse_state_format(state);
-  if (tf32 && o.precision == Precision::Fp32) // fp32 is the default: --tf32 alone
-    o.precision = Precision::Tf32;
-  if (tf32 && o.precision != Precision::Tf32)
-    throw Error("--tf32 and --precision " + precision + " disagree: give one");
-  return o;
+  return as_usage([&] {
+    RunOptions o = run;
+    o.device = parse_device(device);
+    o.precision = parse_precision(precision);
+    o.state = parse_state_format(state);
+    if (tf32 && o.precision == Precision::Fp32) // fp32 is the default: --tf32 alone
+      o.precision = Precision::Tf32;
+    if (tf32 && o.precision != Precision::Tf32)
+      throw Error("--tf32 and --precision " + precision + " disagree: give one");
+    check_run_options(o);
+    return o;
+  });
 }
 
 void add_run_options(CLI::App *cmd, RunArgs &a) {
@@ -107,9 +115,10 @@ void add_run_options(CLI::App *cmd, RunArgs &a) {
   cmd->add_option("--state", a.state, "how S and z are stored: " + state_format_help())
       ->capture_default_str();
   cmd->add_flag("--tf32", a.tf32, "cuda: the same as --precision tf32");
-  cmd->add_flag("--no-prefill{false}", run.prefill,
-                "feed the known leading bytes step by step instead of all at once (the same "
-                "bits, slower: for comparisons)");
+  cmd->add_flag_callback(
+      "--no-prefill", [&run] { run.prefill = false; },
+      "feed the known leading bytes step by step instead of all at once (the same bits, slower: "
+      "for comparisons)");
 }
 
 template <class T>

@@ -11,6 +11,7 @@
 
 #include "../base/util.h"
 #include "tarnn/tarnn.h"
+#include "usage.h"
 
 namespace tarnn::cli {
 
@@ -44,14 +45,16 @@ void add_report_options(CLI::App *cmd, Report &r);
 
 // The summary every JSON output starts with: the tarnn version, its commit, the time (UTC).
 nlohmann::json json_header(const std::string &command);
-// The numerics a run used, for its JSON: {"precision": "fp32", "state": "fp16"}.
+// What a run used, for its JSON, the same fields in every command: {"device": "cpu",
+// "device_name": "cpu: ..., 8 threads", "precision": "fp32", "state": "fp32", "threads": 8}.
 nlohmann::json numerics_json(const Engine &engine);
 
 // "1 image", "2 images".
 std::string count_of(int64_t n, const char *one, const char *many);
 
 // --batch --threads --device --precision --state --tf32 --no-prefill: the numerics as the strings
-// given, parsed into the library's RunOptions by options() (tarnn::Error as the library's: exit 1).
+// given, parsed and checked (check_run_options) into the library's RunOptions by options(), which
+// every command calls before it loads a model: a value refused is a UsageError (exit 2).
 struct RunArgs {
   RunOptions run;
   std::string device = name(Device::Cpu), precision = name(Precision::Fp32),

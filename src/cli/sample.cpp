@@ -15,39 +15,38 @@ struct SampleArgs {
   std::string model;
   RunArgs run;
   int64_t n = 64, first = 0;
-  uint64_t seed = 0;
+  uint64_t seed = kDefaultSeed;
   std::string out, out_dir, npy, shard;
   bool resume = false;
   int scale = 0, cols = 0; // 0: chosen for the grid's size
   Report report;
 };
 
-bool ends_with(const std::string &s, const std::string &tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // --shard K/N: images [first + n K / N, first + n (K + 1) / N) of the run.
 void apply_shard(SampleArgs &a) {
   int64_t k = 0, of = 0;
   char tail = 0;
   if (std::sscanf(a.shard.c_str(), "%ld/%ld%c", &k, &of, &tail) != 2 || of < 1 || k < 0 || k >= of)
-    throw Error("--shard must be K/N with 0 <= K < N (got " + a.shard + ")");
+    throw UsageError("--shard must be K/N with 0 <= K < N (got " + a.shard + ")");
   const int64_t begin = a.n * k / of, end = a.n * (k + 1) / of; // n <= 10^7: no overflow
   if (end == begin)
-    throw Error("--shard " + a.shard + " holds no image of " + std::to_string(a.n));
+    throw UsageError("--shard " + a.shard + " holds no image of " + std::to_string(a.n));
   a.first += begin;
   a.n = end - begin;
 }
 
+// Every flag's value, before the model is loaded (usage errors: exit 2).
 void check_flags(const SampleArgs &a) {
   if (a.out.empty() && a.out_dir.empty() && a.npy.empty())
-    throw Error("name an output: -o GRID.png, --out-dir FOLDER and/or --npy FILE.npy");
-  if (!a.out.empty() && !ends_with(a.out, ".png"))
-    throw Error("-o " + a.out + ": a grid is a .png (arrays: --npy FILE.npy)");
-  if (!a.npy.empty() && !ends_with(a.npy, ".npy"))
-    throw Error("--npy " + a.npy + ": the file must end in .npy");
+    throw UsageError("name an output: -o GRID.png, --out-dir FOLDER and/or --npy FILE.npy");
+  if (!a.out.empty())
+    require_extension("-o", a.out, ".png", "; a grid is a PNG (arrays: --npy FILE.npy)");
+  if (!a.npy.empty())
+    require_extension("--npy", a.npy, ".npy");
   if (a.resume && a.out_dir.empty() && a.npy.empty())
-    throw Error("--resume continues an --out-dir or --npy output; a grid alone is not resumable");
+    throw UsageError(
+        "--resume continues an --out-dir or --npy output; a grid alone is not resumable");
+  a.run.options();
 }
 
 // The outputs asked for, checked before any work (include/tarnn/outputs.h), the resume record
@@ -120,7 +119,7 @@ int run_sample(SampleArgs a) {
   if (!a.shard.empty())
     apply_shard(a);
   const std::string model = find_model(a.model);
-  Engine engine(load_model(model), a.run.options());
+  Engine engine(load_model(model), a.run.options()); // checked by check_flags
   const int positions = engine.config().positions();
   Outputs outputs(a, model, engine);
   const int64_t chunk = Outputs::chunk(engine, a.n), start = outputs.start, todo = a.n - start;
@@ -158,7 +157,6 @@ int run_sample(SampleArgs a) {
                 where.c_str());
   nlohmann::json j = json_header("sample");
   j.update({{"model", model},
-            {"device", engine.device()},
             {"images", a.n},
             {"first", a.first},
             {"seed", a.seed},

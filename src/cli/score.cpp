@@ -22,13 +22,9 @@ struct ScoreArgs {
 };
 
 bool image_file_name(const std::string &name) {
-  auto ends = [&](const char *t) {
-    const std::string s(t);
-    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
   return name[0] != '.' &&
-         (ends(".png") || ends(".npy") || name.find("ubyte") != std::string::npos ||
-          name.find(".idx") != std::string::npos);
+         (has_extension(name, ".png") || has_extension(name, ".npy") ||
+          name.find("ubyte") != std::string::npos || name.find(".idx") != std::string::npos);
 }
 
 // Every input as files: a folder's image files (sorted), a pattern's matches (sorted).
@@ -63,8 +59,9 @@ std::vector<std::string> expand(const std::vector<std::string> &inputs) {
 }
 
 int run_score(const ScoreArgs &a) {
+  const RunOptions run = a.run.options(); // flags first: a usage error before loading
   const std::string model = find_model(a.model);
-  Engine engine(load_model(model), a.run.options());
+  Engine engine(load_model(model), run);
   const Config &c = engine.config();
   const std::vector<std::string> files = expand(a.images);
   ImageSet images{0, c.height, c.width, c.channels, {}};

@@ -18,7 +18,8 @@ struct ServeArgs {
 };
 
 int run_serve(ServeArgs &a) {
-  Engine engine(load_model(find_model(a.model)), a.run.options());
+  const RunOptions run = a.run.options(); // flags first: a usage error before loading
+  Engine engine(load_model(find_model(a.model)), run);
   std::signal(SIGPIPE, SIG_IGN); // a client that left is an error on its socket, not our end
   run_server(
       engine, a.serve, [] { return interrupted() != 0; },

@@ -58,7 +58,7 @@ Knobs knobs_from_environment() {
 
 } // namespace
 
-RunOptions resolve_run_options(const Config &c, RunOptions o) {
+void check_run_options(const RunOptions &o) {
   const BackendEntry &device = backend_entry(o.device);
   if (o.batch < 0 || o.batch > kMaxBatch)
     throw Error("--batch must be in [0, " + std::to_string(kMaxBatch) +
@@ -66,8 +66,6 @@ RunOptions resolve_run_options(const Config &c, RunOptions o) {
   if (o.threads < 0 || o.threads > kMaxThreads)
     throw Error("--threads must be in [0, " + std::to_string(kMaxThreads) +
                 "] (0: every core) (got " + std::to_string(o.threads) + ")");
-  if (o.threads == 0)
-    o.threads = int(std::max(1u, std::thread::hardware_concurrency()));
   if (!has(device.precisions, o.precision)) {
     std::vector<Device> where;
     for (Device d : all_devices())
@@ -79,10 +77,6 @@ RunOptions resolve_run_options(const Config &c, RunOptions o) {
   }
   if (const char *why = refusal(o.state))
     throw Error(std::string("--state ") + name(o.state) + ": refused: " + why);
-  if (const int most = state_max_positions(o.state); most > 0 && c.positions() > most)
-    throw Error(std::string("--state ") + name(o.state) + " is measured up to " +
-                std::to_string(most) + " positions (docs/STATE.md), this model has " +
-                std::to_string(c.positions()) + ": use --state fp32");
   if (!has(device.states, o.state)) {
     std::vector<Device> where;
     for (Device d : all_devices())
@@ -90,6 +84,17 @@ RunOptions resolve_run_options(const Config &c, RunOptions o) {
         where.push_back(d);
     throw Error(lacking("--state", name(o.state), "", where, o.device, names(device.states)));
   }
+}
+
+RunOptions resolve_run_options(const Config &c, RunOptions o) {
+  check_run_options(o);
+  const BackendEntry &device = backend_entry(o.device);
+  if (o.threads == 0)
+    o.threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (const int most = state_max_positions(o.state); most > 0 && c.positions() > most)
+    throw Error(std::string("--state ") + name(o.state) + " is measured up to " +
+                std::to_string(most) + " positions (docs/STATE.md), this model has " +
+                std::to_string(c.positions()) + ": use --state fp32");
   if (o.batch == 0)
     o.batch = device.default_batch; // 0 stays 0: as many as fit, known when a job runs
   if (device.host_state)

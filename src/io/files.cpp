@@ -1,5 +1,7 @@
 // Reading whole files, and writing them so that an output is either complete or not there.
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <csignal>
@@ -189,7 +191,19 @@ void write_file_atomic(const std::string &path, const std::string &text) {
   write_file_atomic(path, text.data(), text.size());
 }
 
+bool has_extension(const std::string &path, const std::string &ext) {
+  if (path.size() < ext.size())
+    return false;
+  const std::string tail = path.substr(path.size() - ext.size());
+  return std::equal(tail.begin(), tail.end(), ext.begin(), ext.end(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) ==
+           std::tolower(static_cast<unsigned char>(b));
+  });
+}
+
 void write_png(const std::string &path, int width, int height, int channels, const uint8_t *data) {
+  if (!has_extension(path, ".png"))
+    throw Error(path + ": a PNG's name must end in .png (any case)");
   const std::vector<uint8_t> png = encode_png(width, height, channels, data);
   write_file_atomic(path, png.data(), png.size());
 }

@@ -20,6 +20,28 @@ int64_t parse_index(const std::string &s, const std::string &token) {
 
 } // namespace
 
+int64_t index_list_size(const std::string &spec) {
+  if (spec.empty())
+    throw Error("--index is empty (examples: 3, 0-15, 0,5,9-12)");
+  int64_t n = 0;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = spec.find(',', at);
+    const std::string token = spec.substr(at, comma == std::string::npos ? comma : comma - at);
+    const size_t dash = token.find('-');
+    const int64_t first = parse_index(token.substr(0, dash), token);
+    const int64_t last =
+        dash == std::string::npos ? first : parse_index(token.substr(dash + 1), token);
+    if (last < first)
+      throw Error("--index: range '" + token + "' runs backwards");
+    n = std::min<int64_t>(n + (last - first + 1), INT64_MAX / 2); // indices < 10^18: no overflow
+    if (comma == std::string::npos)
+      break;
+    at = comma + 1;
+  }
+  return n;
+}
+
 std::vector<int64_t> parse_index_list(const std::string &spec, int64_t count) {
   if (spec.empty())
     throw Error("--index is empty (examples: 3, 0-15, 0,5,9-12)");

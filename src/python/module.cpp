@@ -386,8 +386,8 @@ PYBIND11_MODULE(tarnn, m) {
                              "Bytes of state (S and z of every layer and head) per image: "
                              "constant in the position.")
       .def_property_readonly("device", &PyModel::device, "The device it runs on, in words.")
-      .def("sample", &PyModel::sample, py::arg("n"), py::arg("seed") = 0, py::arg("first") = 0,
-           py::arg("batch") = py::none(), py::arg("progress") = false,
+      .def("sample", &PyModel::sample, py::arg("n"), py::arg("seed") = kDefaultSeed,
+           py::arg("first") = 0, py::arg("batch") = py::none(), py::arg("progress") = false,
            "sample(n, seed=0, first=0, batch=None, progress=False) -> uint8 array (n, H, W, C)\n\n"
            "Images first .. first + n - 1 of a run with `seed`: image i is the same, byte for "
            "byte, as `tarnn sample --seed SEED` writes for i, whatever the batch or threads.\n"
@@ -400,8 +400,9 @@ PYBIND11_MODULE(tarnn, m) {
            "C) or (n, H, W) for a one-channel model: a numpy array, or anything with __array__ "
            "or __dlpack__ (a torch tensor on the CPU); NCHW is refused.")
       .def("complete", &PyModel::complete, py::arg("images"), py::arg("known"),
-           py::arg("samples") = 1, py::arg("seed") = 0, py::arg("progress") = false,
-           "complete(images, known, samples=1, seed=0, progress=False) -> uint8 (n, samples, H, "
+           py::arg("samples") = kDefaultSamples, py::arg("seed") = kDefaultSeed,
+           py::arg("progress") = false,
+           "complete(images, known, samples=4, seed=0, progress=False) -> uint8 (n, samples, H, "
            "W, C)\n\n"
            "Completes each image `samples` times: bytes where `known` is true are kept (fed to "
            "the model), the others sampled. images: as score's. known: a boolean array of shape "
@@ -454,5 +455,6 @@ PYBIND11_MODULE(tarnn, m) {
         write_png(path_of(path, "path"), int(arr.shape(1)), int(arr.shape(0)), C, arr.data());
       },
       py::arg("path"), py::arg("image"),
-      "write_png(path, image): a PNG of a uint8 (H, W) or (H, W, C) array, written atomically.");
+      "write_png(path, image): a PNG of a uint8 (H, W) or (H, W, C) array, written atomically; "
+      "the name must end in .png (any case), as `tarnn sample -o`.");
 }

@@ -44,7 +44,7 @@ class Model:
         """Teacher-forced bits/dim of each of `images` (uint8 NHWC (n, H, W, C), or (n, H, W)
         for one channel; NCHW is refused)."""
     def complete(self, images: _ArrayLike, known: _ArrayLike,
-                 samples: int = 1, seed: int = 0,
+                 samples: int = 4, seed: int = 0,
                  progress: bool = False) -> npt.NDArray[np.uint8]:
         """Each image completed `samples` times, shape (n, samples, H, W, C); bytes where
         `known` ((H, W), (H, W, C) or one per image) is true are kept."""
@@ -62,4 +62,5 @@ def to_float(images: _ArrayLike) -> npt.NDArray[np.float32]:
     """uint8 bytes as float32 in [0, 1], x / 255, same shape (to_uint8 undoes it exactly)."""
 
 def write_png(path: _Path, image: _ArrayLike) -> None:
-    """A PNG of a (H, W) or (H, W, C) uint8 array, written atomically."""
+    """A PNG of a (H, W) or (H, W, C) uint8 array, written atomically; the name must end in
+    .png (any case), as `tarnn sample -o` (ValueError otherwise)."""

@@ -5,6 +5,7 @@
 
 #include "../io/json_limits.h"
 #include "tarnn/error.h"
+#include "tarnn/jobs.h"
 
 namespace tarnn::serve {
 
@@ -90,8 +91,8 @@ Job complete(const json &j, const Config &c) {
   }
   if (!unknown)
     bad("the mask leaves nothing to generate");
-  job.rows = int64_t(number(j, "samples", 1, kMaxSamples, 8));
-  job.seed = number(j, "seed", 0, UINT64_MAX, 0);
+  job.rows = int64_t(number(j, "samples", 1, kMaxSamples, uint64_t(kDefaultSamples)));
+  job.seed = number(j, "seed", 0, UINT64_MAX, kDefaultSeed);
   for (int64_t k = 0; k < job.rows; ++k) {
     job.given.insert(job.given.end(), image.begin(), image.end());
     job.known.insert(job.known.end(), known.begin(), known.end());
@@ -105,7 +106,7 @@ Job sample(const json &j, const Config &c) {
   Job job;
   job.kind = Kind::Sample;
   job.rows = int64_t(number(j, "n", 1, kMaxSamples, 16));
-  job.seed = number(j, "seed", 0, UINT64_MAX, 0);
+  job.seed = number(j, "seed", 0, UINT64_MAX, kDefaultSeed);
   job.given.assign(size_t(job.rows) * size_t(c.bytes_per_image()), 0);
   job.known = job.given; // nothing known: every byte drawn
   for (int64_t i = 0; i < job.rows; ++i)

@@ -39,7 +39,8 @@ struct Job {
 // The body of POST /api/complete, /api/sample or /api/score. Throws RequestError (400) naming the
 // field: malformed JSON, an unknown or missing field, a wrong type, a number out of range, an
 // image or mask of the wrong size, nothing left to generate.
-//   complete: {"image": B64, "mask": B64 | "keep_rows": R, "samples": 1..64 (8), "seed": S (0)}
+//   complete: {"image": B64, "mask": B64 | "keep_rows": R, "samples": 1..64 (4), "seed": S (0)};
+//             the defaults are every front end's (tarnn/jobs.h: kDefaultSamples, kDefaultSeed)
 //   sample:   {"n": 1..64 (16), "seed": S (0)}
 //   score:    {"image": B64}
 // B64: base64 of the T bytes of an image in raster order (a mask: nonzero = known).

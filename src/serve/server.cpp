@@ -11,6 +11,7 @@
 #include "connections.h"
 #include "serve.h"
 #include "tarnn/error.h"
+#include "tarnn/jobs.h"
 #include "tarnn/version.h"
 
 namespace tarnn {
@@ -156,7 +157,9 @@ public:
             {"device", engine_.device()},
             {"precision", name(engine_.options().precision)},
             {"state", name(engine_.options().state)},
-            {"max_samples", kMaxSamples},
+            {"max_samples", serve::kMaxSamples},
+            {"default_samples", kDefaultSamples},
+            {"default_seed", kDefaultSeed},
             {"max_batch_images", batcher_.max_rows()},
             {"max_queued", batcher_.max_queued()},
             {"version", std::string(version())}};

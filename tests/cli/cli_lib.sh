@@ -24,6 +24,17 @@ expect_error() { # SUBSTRING CMD...: non-zero exit, one line on stderr holding S
   if ! grep -qF -- "$want" "$work/err"; then bad "$*: stderr lacks '$want': $(cat "$work/err")"; return; fi
   ok
 }
+expect_usage() { # SUBSTRING CMD...: exit 2, one line "tarnn: usage error: ...SUBSTRING... (see ...)"
+  local want=$1
+  shift
+  "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  if [ $rc -ne 2 ]; then bad "$*: exit $rc, not 2: $(cat "$work/err")"; return; fi
+  if [ "$(wc -l <"$work/err")" -ne 1 ]; then bad "$*: stderr is not one line: $(cat "$work/err")"; return; fi
+  if ! grep -q "^tarnn: usage error: .*(see tarnn .*--help)$" "$work/err"; then bad "$*: not the usage error's form: $(cat "$work/err")"; return; fi
+  if ! grep -qF -- "$want" "$work/err"; then bad "$*: stderr lacks '$want': $(cat "$work/err")"; return; fi
+  ok
+}
 expect_ok() { if "$@" >"$work/out" 2>"$work/err"; then ok; else bad "$* failed: $(cat "$work/err")"; fi; }
 expect_eq() { if [ "$1" = "$2" ]; then ok; else bad "$3: got '$1', want '$2'"; fi; }
 png_size() { # WIDTHxHEIGHT from the IHDR chunk

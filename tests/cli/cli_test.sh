@@ -97,7 +97,7 @@ $PY -c "
 import json, sys
 j = json.load(open('$work/b.json'))
 need = ['schema_version', 'tarnn_version', 'git_commit', 'time', 'machine', 'attention', 'batch', 'positions', 'steps_measured', 'extrapolated', 'images_per_second', 'seconds_per_step', 'gflops_achieved', 'memory_bytes_per_image']
-sys.exit(not (all(k in j for k in need) and j['extrapolated'] and j['images_per_second'] > 0 and j['schema_version'] == 2 and 'ms_per_step' not in j))" && ok || bad "bench JSON fields"
+sys.exit(not (all(k in j for k in need) and j['extrapolated'] and j['images_per_second'] > 0 and j['schema_version'] == 3 and 'ms_per_step' not in j))" && ok || bad "bench JSON fields"
 expect_error "--steps must be" "$TARNN" bench --model "$SMALL" --steps -2
 expect_error "--shape" "$TARNN" bench --shape imagenet
 

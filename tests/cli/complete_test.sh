@@ -110,7 +110,7 @@ expect_error "chosen twice" "${C[@]}" --index 1,1
 expect_error "--samples must be in [1, 64]" "${C[@]}" --samples 0
 expect_error "--samples must be in [1, 64]" "${C[@]}" --samples 65
 expect_error "--keep-rows must be in [0, 28]" "${C[@]}" --keep-rows 29
-expect_error "--keep must be in [0, 784]" "${C[@]}" --keep -1
+expect_error "--keep must be at least 0 (got -1)" "${C[@]}" --keep -1
 expect_error "nothing to complete" "${C[@]}" --keep 784
 expect_error "mask is 28x27, the images are 28x28" "${C[@]}" --mask "$work/bad-mask.png"
 expect_error "cannot open" "${C[@]}" --mask "$work/missing.png"

@@ -57,7 +57,7 @@ set +m
 echo '{"model": "x", "done": 1}' >"$work/r.npy.partial.json"
 expect_error "written by another run" "$TARNN" sample --model "$SMALL" -n 8 --seed 1 --npy "$work/r.npy" --resume
 expect_error "a grid alone is not resumable" "$TARNN" sample --model "$SMALL" -n 8 -o "$work/g.png" --resume
-expect_error "a grid is a .png" "$TARNN" sample --model "$SMALL" -n 8 -o "$work/g.jpg"
+expect_error "a grid is a PNG" "$TARNN" sample --model "$SMALL" -n 8 -o "$work/g.jpg"
 expect_error "must end in .npy" "$TARNN" sample --model "$SMALL" -n 8 --npy "$work/g.bin"
 
 # --- shards: N contiguous ranges, merged, are one run, byte for byte
@@ -98,7 +98,7 @@ for cmd in "sample --model $SMALL -n 2 --out-dir $work/j" "score --model $SMALL 
   $PY -c "
 import json, sys
 j = json.load(open('$work/out'))
-sys.exit(not (j['schema_version'] == 2 and j['tarnn_version'] and j['time'] and json.load(open('$work/j.json')) == j))" && ok || bad "$cmd --json: $(head -c 300 "$work/out")"
+sys.exit(not (j['schema_version'] == 3 and j['tarnn_version'] and j['time'] and json.load(open('$work/j.json')) == j))" && ok || bad "$cmd --json: $(head -c 300 "$work/out")"
 done
 
 # --- progress: count, rate and ETA on a terminal; nothing with --quiet

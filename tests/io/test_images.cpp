@@ -85,6 +85,21 @@ TEST(Images, EveryChannelCountRoundTrips) {
   EXPECT_TRUE(contains(e2, "PNG has 2 channels (gray and alpha), the model wants 3")) << e2;
 }
 
+// One rule for output names, the command's and Python's: the extension in any case.
+TEST(Images, PngNamesAreMatchedInAnyCase) {
+  EXPECT_TRUE(has_extension("grid.PNG", ".png"));
+  EXPECT_TRUE(has_extension("a.Npy", ".npy"));
+  EXPECT_FALSE(has_extension("grid.jpg", ".png"));
+  EXPECT_FALSE(has_extension("png", ".png"));
+  TempDir dir;
+  const uint8_t px[4] = {1, 2, 3, 4};
+  write_png(dir / "upper.PNG", 2, 2, 1, px);
+  EXPECT_EQ(read_images(dir / "upper.PNG").count, 1);
+  const std::string e = error_of([&] { write_png(dir / "a.jpg", 2, 2, 1, px); });
+  EXPECT_TRUE(contains(e, "must end in .png")) << e;
+  EXPECT_FALSE(std::filesystem::exists(dir / "a.jpg"));
+}
+
 TEST(Images, ReadingAFolderIsAnErrorNamingIt) {
   TempDir dir;
   const std::string e = error_of([&] { read_images(dir.path.string(), Config::mnist()); });

@@ -95,6 +95,17 @@ TEST(IndexList, RangesListsAndSingles) {
   EXPECT_EQ(parse_index_list("4-4", 5), (std::vector<int64_t>{4}));
 }
 
+// Counted without a file, so the command refuses a bad --index before loading anything; a huge
+// range is counted, not expanded.
+TEST(IndexList, SizeWithoutAFile) {
+  EXPECT_EQ(index_list_size("3"), 1);
+  EXPECT_EQ(index_list_size("0,5,7-9"), 5);
+  EXPECT_EQ(index_list_size("0-999999999999"), 1000000000000);
+  for (const char *bad : {"", ",", "1,", ",1", "a", "1-", "-1", "1--2", "3-1", "1 ,2", "+1", "0x1",
+                          "1.5", "99999999999999999999"})
+    EXPECT_THROW(index_list_size(bad), Error) << "'" << bad << "'";
+}
+
 TEST(IndexList, BadSelectionsAreErrors) {
   for (const char *bad : {"", ",", "1,", ",1", "a", "1-", "-1", "1--2", "3-1", "1 ,2", "+1", "0x1",
                           "1.5", "99999999999999999999", "2,2", "0-3,3"})
@@ -285,5 +296,5 @@ TEST(Grid, Figure3Layout) {
   EXPECT_EQ(at(2 + 30 + 5, y0 + 20, 2), 77);
   EXPECT_EQ(at(2 + 3 * 30 + 6 + 5, y0 + 20, 2), in.bytes[20 * 28 + 5]);
   EXPECT_EQ(at(2 + 3 * 30 + 2, y0 + 20, 0), 176); // the band
-  EXPECT_EQ(at(0, 0, 0), 64); // padding
+  EXPECT_EQ(at(0, 0, 0), 64);                     // padding
 }

@@ -183,6 +183,38 @@ def test_grid_and_write_png_are_the_commands(small, tmp_path):
     assert (tmp_path / "py.png").read_bytes() == (tmp_path / "cmd.png").read_bytes()
 
 
+def test_write_png_names_as_the_command(small, tmp_path):
+    # one rule (tarnn::has_extension): .png in any case, as `tarnn sample -o`; else nothing written
+    g = tarnn.grid(small.sample(2))
+    tarnn.write_png(str(tmp_path / "upper.PNG"), g)
+    assert (tmp_path / "upper.PNG").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match=r"must end in \.png"):
+        tarnn.write_png(str(tmp_path / "a.jpg"), g)
+    assert not (tmp_path / "a.jpg").exists()
+    proc = subprocess.run([TARNN, "sample", "--model", SMALL, "-o", tmp_path / "b.jpg"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "must end in .png" in proc.stderr
+
+
+def test_defaults_are_the_commands(small, tmp_path):
+    # one set of defaults (tarnn/jobs.h): seed 0 and 4 completions per image, as `tarnn complete`
+    # with neither flag, which uses the top half of the rows as known by default
+    path = os.path.join(SMALL, "inputs-idx-ubyte")
+    images = tarnn.read_images(path)[:1]
+    known = np.zeros((5, 4), bool)
+    known[:2] = True
+    out = small.complete(images, known)
+    j = json.loads(run("complete", "--model", SMALL, "--images", path, "--index", 0, "--json",
+                       "-o", tmp_path / "g.png", "--out-dir", tmp_path).stdout)
+    assert (j["samples"], j["seed"]) == (out.shape[1], 0) == (4, 0)
+    for k in range(4):
+        cmd = tarnn.read_images(str(tmp_path / f"00000000-{k:02d}.png"))[0]
+        assert np.array_equal(out[0, k], cmd)
+    j = json.loads(run("sample", "--model", SMALL, "-n", 2, "--json",
+                       "--npy", tmp_path / "s.npy").stdout)
+    assert j["seed"] == 0 and np.array_equal(small.sample(2), np.load(tmp_path / "s.npy"))
+
+
 def test_help_explains_each_argument():
     doc = tarnn.Model.sample.__doc__
     for word in ("seed", "first", "batch", "progress", "KeyboardInterrupt"):

@@ -3,6 +3,7 @@ the same seed, streamed in order, known pixels kept), every kind of bad request,
 client that leaves, and a graceful SIGTERM. Needs numpy and PIL (Debian's python3)."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -224,6 +225,32 @@ def test_small_model_completion_keeps_known_bytes(small):
     assert status == 200
     for g in images_of(events, 40):
         assert g[:16] == image[:16]  # 2 rows of 4 pixels of 2 channels
+
+
+def test_defaults_are_the_commands_and_the_pages(small, tmp_path):
+    # one set of defaults (tarnn/jobs.h): the API's, the page's and `tarnn complete`'s agree
+    info = json.loads(small.get("/api/info")[2])
+    assert (info["default_samples"], info["default_seed"]) == (4, 0)
+    image = bytes(range(100, 140))
+    status, events = small.stream("/api/complete", {"image": b64(image)})
+    assert status == 200
+    got = images_of(events, 40)
+    assert len(got) == info["default_samples"]
+    np.save(tmp_path / "d.npy", np.frombuffer(image, np.uint8).reshape(1, 5, 4, 2))
+    out = subprocess.run([binary(), "complete", "--model", SMALL, "--images", str(tmp_path / "d.npy"),
+                          "--index", "0", "--quiet", "--json", "-o", str(tmp_path / "g.png"),
+                          "--out-dir", str(tmp_path / "c")], check=True, capture_output=True)
+    cmd = json.loads(out.stdout)
+    assert (cmd["samples"], cmd["seed"]) == (info["default_samples"], info["default_seed"])
+    for k in range(cmd["samples"]):  # the command's default mask (the top half) is the API's
+        want = np.asarray(Image.open(tmp_path / "c" / f"00000000-{k:02d}.png")).reshape(-1)
+        assert bytes(want) == got[k], k
+    page = small.get("/")[2].decode()
+    samples = re.search(r'<select id="samples">(.*?)</select>', page, re.S).group(1)
+    assert re.findall(r"<option selected>(\d+)</option>", samples) == [str(info["default_samples"])]
+    for seed in ("seed", "sample-seed"):
+        want = f'id="{seed}" type="number" min="0" value="{info["default_seed"]}"'
+        assert want in page, seed
 
 
 def test_full_queue_is_503_and_a_client_that_leaves_frees_its_slot(tmp_path):
