@@ -12,6 +12,7 @@
 #include <future>
 #include <memory>
 #include <sys/stat.h>
+#include <system_error>
 #include <unistd.h>
 
 namespace tarnn::cli {
@@ -236,10 +237,13 @@ void run_in_batches(int64_t total, int64_t batch, int positions_per_image, const
         else if (first + count == total) // the job's end; a batch's is never thrown away
           bar(total * per, total * per);
       };
-      ImageSet images = compute(first, count, progress);
+      auto images = std::make_shared<const ImageSet>(compute(first, count, progress));
       written();
-      writing =
-          std::async(std::launch::async, [&write, images = std::move(images)] { write(images); });
+      try {
+        writing = std::async(std::launch::async, [&write, images] { write(*images); });
+      } catch (const std::system_error &) { // no thread to be had: written here, in turn
+        write(*images);
+      }
       handed = first += count;
       if (const int sig = interrupted(); sig && first < total)
         throw Interrupted{sig};
