@@ -51,7 +51,7 @@ interrupt_at() {
   rc=$?
 }
 expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/whole.npy" --out-dir "$work/whole" -o "$work/whole.png" --batch $B --threads 1 --quiet
-for attempt in 1 2 3; do
+for _ in 1 2 3; do
   rm -rf "$work/part.npy"* "$work/part"
   interrupt_at $((2 * B)) "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" -o "$work/part.png" --batch $B --threads 1
   [ $rc -eq 130 ] && break # interrupted mid-run (not after the end)
@@ -87,7 +87,7 @@ expect_error "TARNN_PROGRESS_SECONDS must be a number of seconds" env TARNN_PROG
 # complete in batches (one image's completions each here): the same, for its --out-dir
 C=(complete --model "$MNIST" --images "$work/whole.npy" --index 0-2 --samples 2 --seed 5 --batch 2 --threads 1)
 expect_ok "$TARNN" "${C[@]}" -o "$work/cw.png" --out-dir "$work/cwhole" --quiet
-for attempt in 1 2 3; do
+for _ in 1 2 3; do
   rm -rf "$work/cpart"
   interrupt_at 4 "$TARNN" "${C[@]}" -o "$work/cp.png" --out-dir "$work/cpart"
   [ $rc -eq 130 ] && break
