@@ -72,11 +72,20 @@ ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vect
                          const Progress &progress = nullptr);
 
 // Figure 3 as one image: a row per chosen image holding the occluded image, its `samples`
-// completions and, after a light band, the original, 2 pixels apart. Grayscale models give an RGB
-// grid with unknown pixels of the occluded image in dim red; other models keep their channels and
-// draw unknown bytes as a grey checkerboard.
+// completions and, after a light band (3 x pad wide), the original, `pad` pixels of `pad_value`
+// apart (a GridLayout's padding and pad_value, outputs.h). Grayscale models give an RGB grid with
+// unknown pixels of the occluded image in dim red; other models keep their channels and draw
+// unknown bytes as a grey checkerboard.
+// The size completion_grid draws for n images of height x width x channels (before scaling),
+// for a check before any work.
+struct PictureSize {
+  int64_t height, width;
+  int channels;
+};
+PictureSize completion_grid_size(int64_t n, int samples, int height, int width, int channels,
+                                 int pad = 2);
 ImageSet completion_grid(const ImageSet &images, const std::vector<int64_t> &index,
                          const std::vector<uint8_t> &known, const ImageSet &completions,
-                         int samples);
+                         int samples, int pad = 2, uint8_t pad_value = 64);
 
 } // namespace tarnn

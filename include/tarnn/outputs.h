@@ -1,6 +1,6 @@
 // Where generated images go: one family of sinks that `sample` and `complete` share. A sink is
 // made before any work (its constructor checks that its output can be written), takes the run's
-// images chunk by chunk in index order, and is made whole by finish(). Beside the streamed ones,
+// images batch by batch in index order, and is made whole by finish(). Beside the streamed ones,
 // a ResumeRecord says how many images are on the disk, so that an interrupted run goes on.
 #pragma once
 
@@ -24,8 +24,34 @@ void make_output_folder(const std::string &dir);
 std::string image_png_name(int64_t index);
 std::string completion_png_name(int64_t index, int k);
 
+// How a grid is drawn: one layout for `tarnn sample -o` and Python's tarnn.grid (and its padding,
+// pad_value and scale for `tarnn complete -o`), so the same arguments give the same bytes. It is
+// torchvision's make_grid (nrow, padding, pad_value) and then each pixel drawn scale x scale
+// times. The defaults are the command's look: a square-ish grid, 2 pixels of grey 64 around
+// each image, scaled by whole pixels toward 600 (64 MNIST digits: 242 pixels, drawn at 484).
+struct GridLayout {
+  int nrow = 0;       // images per row; 0: a square-ish grid (grid_columns)
+  int padding = 2;    // pixels between and around the images, before scaling
+  int pad_value = 64; // the padding's level in every channel: 0..255, as the uint8 images
+  int scale = 0;      // grid pixels per image pixel; 0: the longer side toward 600 (1 to 8)
+};
+constexpr int kMaxGridPadding = 64, kMaxGridScale = 16;
+
+// Throws Error naming the first value out of range ("padding must be in [0, 64] (got 99)").
+void check_grid_layout(const GridLayout &layout);
+// Before any work: the layout is valid and a grid of `count` images of this size can be written
+// (at most kMaxGridImages images and, scaled, kMaxGridBytes bytes); its bytes. Error otherwise.
+int64_t check_grid(int64_t count, int height, int width, int channels, const GridLayout &layout);
+// The grid of `images` (1 to kMaxGridImages of them) drawn as `layout` says: a single image.
+ImageSet draw_grid(const ImageSet &images, const GridLayout &layout);
+
+// The scale a picture of this size is drawn at: `scale`, or for 0 grid_scale's choice.
+int picture_scale(int width, int height, int scale);
+// Before any work: a picture of this size (a grid, a completion grid) drawn at `scale` fits in a
+// grid PNG (kMaxGridBytes); its bytes. Error otherwise.
+int64_t check_picture(int64_t height, int64_t width, int channels, int scale);
 // A picture of many images (a grid, a completion grid) as a PNG, each pixel drawn scale x scale
-// times (0: grid_scale's choice, the longer side about 600 pixels).
+// times (0: grid_scale's choice, the longer side toward 600 pixels).
 void write_grid_png(const std::string &path, const ImageSet &picture, int scale);
 
 class ImageSink {
@@ -43,10 +69,10 @@ public:
   virtual std::string where() const = 0; // the path, for messages
 };
 
-// n images tiled in `cols` columns (0: a square-ish grid), written as one PNG by finish(): it
-// holds every image until then. Checks the grid's size and the path at once.
+// n images drawn as `layout` says (draw_grid), written as one PNG by finish(): it holds every
+// image until then. Checks the layout, the grid's size and the path at once.
 std::unique_ptr<ImageSink> grid_sink(const std::string &path, int64_t n, int height, int width,
-                                     int channels, int cols, int scale);
+                                     int channels, const GridLayout &layout = {});
 // One PNG per image in `dir` (made at once), named name(i) for the i-th image of the run;
 // resume_from > 0: the first that many are in the folder already, and the next added is that one.
 std::unique_ptr<ImageSink> png_folder_sink(const std::string &dir, int height, int width,
@@ -59,7 +85,7 @@ std::unique_ptr<ImageSink> npy_sink(const std::string &path, int64_t n, int heig
 
 // The record beside a run's streamed outputs: what a resume must match (`run`, a JSON object's
 // text: model, seed, sizes, outputs) and how many images are written. Added last, after the sinks
-// that write images: it is saved (atomically) once they hold a chunk, and removed by finish(), when
+// that write images: it is saved (atomically) once they hold a batch, and removed by finish(), when
 // the run is complete and nothing is left to resume.
 class ResumeRecord : public ImageSink {
 public:

@@ -18,7 +18,7 @@ struct CompleteArgs {
   int64_t keep_rows = 0, keep = 0; // copied into mask when given
   int samples = kDefaultSamples;
   uint64_t seed = kDefaultSeed;
-  int scale = 0;
+  GridLayout grid; // -o: --padding, --pad-value, --scale
   std::string out, out_dir;
   Report report;
 };
@@ -61,7 +61,11 @@ int run_complete(const CompleteArgs &a) {
       a.mask.png.empty() ? as_usage([&] { return make_mask(a.mask, c); }) : make_mask(a.mask, c);
   const int64_t n = int64_t(index.size());
   check_completions(n, a.samples);
-  check_output_file(a.out);        // every output checked before any work
+  const Progress bar = progress_bar(c.positions(), a.report.quiet, "completions");
+  check_output_file(a.out); // every output checked before any work
+  const PictureSize picture =
+      completion_grid_size(n, a.samples, c.height, c.width, c.channels, a.grid.padding);
+  check_picture(picture.height, picture.width, picture.channels, a.grid.scale);
   std::unique_ptr<ImageSink> each; // --out-dir: completion k of image index[i] as INDEX-K.png
   if (!a.out_dir.empty())
     each = png_folder_sink(a.out_dir, c.height, c.width, c.channels, [&](int64_t i) {
@@ -69,21 +73,45 @@ int run_complete(const CompleteArgs &a) {
     });
   if (!a.report.json_file.empty())
     check_output_file(a.report.json_file);
+  // Batches of whole images (their `samples` completions each), each written (--out-dir) while
+  // the next is computed; the grid, which holds them all, last: it exists only after a whole run.
+  const int64_t images_per_batch =
+      std::max<int64_t>(1, engine.batch_for(n * a.samples) / a.samples);
+  ImageSet done{0, c.height, c.width, c.channels, {}};
+  done.bytes.reserve(size_t(n * a.samples) * done.bytes_per_image());
   const auto t0 = std::chrono::steady_clock::now();
-  ImageSet done;
   try {
-    done = complete_images(engine, images, index, known, a.samples, a.seed,
-                           progress_bar(c.positions(), a.report.quiet, "completions"));
+    run_in_batches(
+        n, images_per_batch, c.positions() * a.samples, bar,
+        [&](int64_t first, int64_t count, const Progress &p) {
+          const std::vector<int64_t> some(index.begin() + first, index.begin() + first + count);
+          return complete_images(engine, images, some, known, a.samples, a.seed, p);
+        },
+        [&](const ImageSet &batch) {
+          if (each)
+            each->add(batch);
+          done.bytes.insert(done.bytes.end(), batch.bytes.begin(), batch.bytes.end());
+          done.count += batch.count;
+        });
   } catch (const Interrupted &i) {
-    std::fprintf(stderr, "tarnn: interrupted (signal %d) before any output was written\n",
-                 i.signal);
+    const long long written = i.written * a.samples, all = n * a.samples;
+    if (each)
+      std::fprintf(stderr,
+                   "tarnn: interrupted (signal %d): %lld of %lld completions written to %s (the "
+                   "grid is written only at the end)\n",
+                   i.signal, written, all, a.out_dir.c_str());
+    else
+      std::fprintf(stderr,
+                   "tarnn: interrupted (signal %d) after %lld of %lld completions: nothing written "
+                   "(the grid is written only at the end)\n",
+                   i.signal, written, all);
     return 128 + i.signal;
   }
   const double secs = seconds_since(t0);
-  if (each)
-    each->add(done);
-  // The grid last: when it exists, the whole run succeeded.
-  write_grid_png(a.out, completion_grid(images, index, known, done, a.samples), a.scale);
+  write_grid_png(a.out,
+                 completion_grid(images, index, known, done, a.samples, a.grid.padding,
+                                 uint8_t(a.grid.pad_value)),
+                 a.grid.scale);
   char line[512];
   std::snprintf(line, sizeof line, "%s x %s (%s) in %.2f s (%.2f completions/s) -> %s\n",
                 count_of(n, "image", "images").c_str(),
@@ -136,8 +164,7 @@ Command add_complete(CLI::App &app) {
       ->required();
   cmd->add_option("--out-dir", a->out_dir,
                   "also write each completion as INDEX-K.png (8-digit file index, sample k)");
-  add_number<int>(cmd, "--scale", a->scale, "grid pixels per image pixel (0: to about 600 px)", 0,
-                  16);
+  add_grid_options(cmd, a->grid, false);
   add_run_options(cmd, a->run);
   add_report_options(cmd, a->report);
   cmd->footer(

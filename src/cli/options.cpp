@@ -2,12 +2,17 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <future>
+#include <memory>
 #include <sys/stat.h>
+#include <system_error>
 #include <unistd.h>
 
 namespace tarnn::cli {
@@ -121,6 +126,20 @@ void add_run_options(CLI::App *cmd, RunArgs &a) {
       "for comparisons)");
 }
 
+void add_grid_options(CLI::App *cmd, GridLayout &g, bool nrow) {
+  if (nrow)
+    add_number<int>(cmd, "--nrow,--cols", g.nrow, "grid: images per row (0: a square-ish grid)", 0,
+                    int(kMaxGridImages));
+  add_number<int>(cmd, "--padding", g.padding,
+                  "grid: pixels between and around the images (before --scale)", 0,
+                  kMaxGridPadding);
+  add_number<int>(cmd, "--pad-value", g.pad_value, "grid: the padding's grey level, 0 to 255", 0,
+                  255);
+  add_number<int>(cmd, "--scale", g.scale,
+                  "grid: pixels per image pixel (0: whole pixels toward 600 px, at most 8)", 0,
+                  kMaxGridScale);
+}
+
 template <class T>
 CLI::Option *add_number(CLI::App *cmd, const std::string &name, T &var, const std::string &help,
                         T lo, T hi) {
@@ -153,30 +172,96 @@ template CLI::Option *add_number<int64_t>(CLI::App *, const std::string &, int64
 template CLI::Option *add_number<uint64_t>(CLI::App *, const std::string &, uint64_t &,
                                            const std::string &, uint64_t, uint64_t);
 
+namespace {
+
+// TARNN_PROGRESS_SECONDS, or tqdm's 10 s: how often a progress line goes to a non-terminal.
+double line_interval() {
+  const char *env = std::getenv("TARNN_PROGRESS_SECONDS");
+  if (!env)
+    return 10.0;
+  char *end = nullptr;
+  const double s = std::strtod(env, &end);
+  if (end == env || *end || !(s > 0 && s <= 86400))
+    throw Error(std::string("TARNN_PROGRESS_SECONDS must be a number of seconds in (0, 86400] "
+                            "(got '") +
+                env + "')");
+  return s;
+}
+
+} // namespace
+
 Progress progress_bar(int positions_per_image, bool quiet, const char *unit) {
-  const bool draw = !quiet && isatty(STDERR_FILENO);
+  const bool terminal = isatty(STDERR_FILENO);
+  const double every = quiet || terminal ? 0.0 : line_interval();
   const auto start = std::chrono::steady_clock::now();
-  return [start, positions_per_image, draw, unit](int64_t done, int64_t total) {
-    if (const int sig = interrupted())
+  auto last_line = std::make_shared<double>(0.0); // when the last plain line was written (s)
+  return [=](int64_t done, int64_t total) {
+    if (const int sig = interrupted(); sig && done < total) // a finished job is kept
       throw Interrupted{sig};
-    if (!draw)
+    if (quiet)
       return;
     const double secs = seconds_since(start);
+    if (!terminal && (done < total ? secs - *last_line < every : *last_line == 0))
+      return; // a plain line every `every` seconds, and a last one after any other
     const double per = std::max(positions_per_image, 1);
-    const double images = double(done) / per, all = double(total) / per;
+    const double images = std::floor(double(done) / per), all = double(total) / per;
     const double rate = secs > 0 ? images / secs : 0.0;
     char eta[32] = "--:--";
     if (rate > 0 && done < total) {
       const long left = long((all - images) / rate);
       std::snprintf(eta, sizeof eta, "%ld:%02ld:%02ld", left / 3600, left / 60 % 60, left % 60);
     }
-    std::fprintf(stderr, "\r%.0f/%.0f %s  %.2f %s/s  %s %s   ", images, all, unit, rate, unit,
-                 done < total ? "ETA" : "in",
-                 done < total ? eta : (std::to_string(long(secs)) + " s").c_str());
-    if (done >= total)
-      std::fputc('\n', stderr);
+    char line[160];
+    std::snprintf(line, sizeof line, "%.0f/%.0f %s  %.2f %s/s  %s %s", images, all, unit, rate,
+                  unit, done < total ? "ETA" : "in",
+                  done < total ? eta : (std::to_string(long(secs)) + " s").c_str());
+    if (terminal)
+      std::fprintf(stderr, "\r%s   %s", line, done >= total ? "\n" : "");
+    else
+      std::fprintf(stderr, "%s\n", line);
+    *last_line = secs;
     std::fflush(stderr);
   };
+}
+
+void run_in_batches(int64_t total, int64_t batch, int positions_per_image, const Progress &bar,
+                    const ComputeBatch &compute,
+                    const std::function<void(const ImageSet &)> &write) {
+  const int64_t per = positions_per_image;
+  std::future<void> writing; // the last batch computed, being written
+  int64_t handed = 0;        // images handed to write()
+  auto written = [&] {       // every batch handed over is written (a write's Error thrown)
+    if (writing.valid())
+      writing.get();
+    return handed;
+  };
+  try {
+    for (int64_t first = 0; first < total;) {
+      const int64_t count = std::min(batch, total - first);
+      const Progress progress = [&, first](int64_t done, int64_t all) {
+        if (!bar)
+          return;
+        if (done < all) // (it throws Interrupted)
+          bar(first * per + done, total * per);
+        else if (first + count == total) // the job's end; a batch's is never thrown away
+          bar(total * per, total * per);
+      };
+      auto images = std::make_shared<const ImageSet>(compute(first, count, progress));
+      written();
+      try {
+        writing = std::async(std::launch::async, [&write, images] { write(*images); });
+      } catch (const std::system_error &) { // no thread to be had: written here, in turn
+        write(*images);
+      }
+      handed = first += count;
+      if (const int sig = interrupted(); sig && first < total)
+        throw Interrupted{sig};
+    }
+    written();
+  } catch (Interrupted &i) {
+    i.written = written();
+    throw;
+  }
 }
 
 } // namespace tarnn::cli

@@ -71,18 +71,35 @@ template <class T>
 CLI::Option *add_number(CLI::App *cmd, const std::string &name, T &var, const std::string &help,
                         T lo, T hi);
 
-// Progress on stderr, about 5 times a second, when stderr is a terminal and not --quiet:
-// "412/1000 images  21.3 images/s  ETA 0:27". It also stops the run (throws Interrupted) once
-// SIGINT or SIGTERM was caught (catch_interrupts).
+// The look of -o's grid (GridLayout, include/tarnn/outputs.h): --padding, --pad-value, --scale
+// and, where a grid's rows are the user's to choose (sample), --nrow (alias --cols).
+void add_grid_options(CLI::App *cmd, GridLayout &grid, bool nrow);
+
+// Progress on stderr unless --quiet: "412/1000 images  21.30 images/s  ETA 0:00:27". On a
+// terminal a bar redrawn about 5 times a second; otherwise (a log file, a batch job) that line
+// every 10 seconds, as tqdm does (TARNN_PROGRESS_SECONDS sets the interval, docs/ENVIRONMENT.md),
+// and a last one at the end if any was written. It also stops the run (throws Interrupted) once
+// SIGINT or SIGTERM was caught (catch_interrupts), but never a job it is told is complete.
 Progress progress_bar(int positions_per_image, bool quiet, const char *unit = "images");
 
 // The first SIGINT or SIGTERM only sets a flag, which progress_bar and the commands check, so a
-// streamed run ends between images and says how far it got; a second one ends the process (its
+// streamed run ends between batches and says how far it got; a second one ends the process (its
 // temporaries removed).
 struct Interrupted {
   int signal;
+  int64_t written = 0; // run_in_batches: the images written before it stopped
 };
 void catch_interrupts();
 int interrupted(); // the signal caught, or 0
+
+// A job of `total` images in batches of `batch`: compute(first, count, progress) makes images
+// [first, first + count) and each finished batch goes to write() before the next batch is
+// written, on a thread of its own while the next one is computed (the engine's threads stay
+// busy). Progress on `bar` over the whole job. An interrupt stops it once the batches already
+// computed are written: Interrupted, with `written` their images, is thrown.
+using ComputeBatch = std::function<ImageSet(int64_t first, int64_t count, const Progress &)>;
+void run_in_batches(int64_t total, int64_t batch, int positions_per_image, const Progress &bar,
+                    const ComputeBatch &compute,
+                    const std::function<void(const ImageSet &)> &write);
 
 } // namespace tarnn::cli

@@ -1,4 +1,4 @@
-// tarnn sample: images pixel by pixel, streamed: each chunk of images goes to the outputs as soon
+// tarnn sample: images pixel by pixel, streamed: each batch of images goes to the outputs as soon
 // as it is done (--out-dir PNGs, a --npy array filled in order), so memory does not grow with -n;
 // a grid (-o) collects what it shows. An interrupted run says how far it got and --resume goes on
 // from there; --shard K/N takes one of N contiguous ranges of images.
@@ -18,7 +18,7 @@ struct SampleArgs {
   uint64_t seed = kDefaultSeed;
   std::string out, out_dir, npy, shard;
   bool resume = false;
-  int scale = 0, cols = 0; // 0: chosen for the grid's size
+  GridLayout grid; // -o: --nrow (--cols), --padding, --pad-value, --scale
   Report report;
 };
 
@@ -61,15 +61,16 @@ struct Outputs {
     const int H = c.height, W = c.width, C = c.channels;
     ImageSink *grid = nullptr;
     if (!a.out.empty())
-      grid = sinks.emplace_back(grid_sink(a.out, a.n, H, W, C, a.cols, a.scale)).get();
+      grid = sinks.emplace_back(grid_sink(a.out, a.n, H, W, C, a.grid)).get();
     if (!a.out_dir.empty())
       make_output_folder(a.out_dir);
     if (!a.npy.empty())
       check_output_file(a.npy);
     if (!a.report.json_file.empty())
       check_output_file(a.report.json_file);
+    // a batch being computed and the one before it being written
     double memory = engine.host_state_bytes(a.n) +
-                    double(std::min(a.n, chunk(engine, a.n))) * c.bytes_per_image();
+                    double(std::min(a.n, 2 * engine.batch_for(a.n))) * c.bytes_per_image();
     for (const auto &s : sinks)
       memory += s->memory_bytes();
     check_memory(memory, "sampling " + count_of(a.n, "image", "images"));
@@ -101,9 +102,6 @@ struct Outputs {
     resumable = true;
   }
 
-  // Images of a few batches at a time: every thread kept busy, memory bounded.
-  static int64_t chunk(const Engine &engine, int64_t n) { return 4 * engine.batch_for(n); }
-
   void add(const ImageSet &images) {
     for (const auto &s : sinks)
       s->add(images);
@@ -121,28 +119,30 @@ int run_sample(SampleArgs a) {
   const std::string model = find_model(a.model);
   Engine engine(load_model(model), a.run.options()); // checked by check_flags
   const int positions = engine.config().positions();
-  Outputs outputs(a, model, engine);
-  const int64_t chunk = Outputs::chunk(engine, a.n), start = outputs.start, todo = a.n - start;
-  const auto t0 = std::chrono::steady_clock::now();
   const Progress bar = progress_bar(positions, a.report.quiet);
-  int64_t done = start;
+  Outputs outputs(a, model, engine);
+  const int64_t start = outputs.start, todo = a.n - start;
+  const auto t0 = std::chrono::steady_clock::now();
   try {
-    for (; done < a.n;) {
-      const int64_t m = std::min(chunk, a.n - done);
-      const Progress p = [&](int64_t d, int64_t) {
-        bar((done - start) * positions + d, todo * positions);
-      };
-      outputs.add(sample_images(engine, m, a.seed, a.first + done, p));
-      done += m;
-      if (const int sig = interrupted())
-        throw Interrupted{sig};
-    }
+    run_in_batches(
+        todo, engine.batch_for(a.n), positions, bar,
+        [&](int64_t first, int64_t count, const Progress &p) {
+          return sample_images(engine, count, a.seed, a.first + start + first, p);
+        },
+        [&](const ImageSet &images) { outputs.add(images); });
   } catch (const Interrupted &i) {
-    std::fprintf(stderr,
-                 "tarnn: interrupted (signal %d): %lld of %lld images written%s; the same command "
-                 "with --resume goes on from there\n",
-                 i.signal, static_cast<long long>(done), static_cast<long long>(a.n),
-                 outputs.resumable ? "" : " (the grid is written only at the end)");
+    if (outputs.resumable)
+      std::fprintf(stderr,
+                   "tarnn: interrupted (signal %d): %lld of %lld images written; the same command "
+                   "with --resume goes on from there\n",
+                   i.signal, static_cast<long long>(start + i.written),
+                   static_cast<long long>(a.n));
+    else
+      std::fprintf(stderr,
+                   "tarnn: interrupted (signal %d) after %lld of %lld images: nothing written (a "
+                   "grid is written only at the end)\n",
+                   i.signal, static_cast<long long>(start + i.written),
+                   static_cast<long long>(a.n));
     return 128 + i.signal;
   }
   const double secs = seconds_since(t0);
@@ -189,9 +189,7 @@ Command add_sample(CLI::App &app) {
                 "go on with an interrupted run of the same command (its --out-dir or --npy)");
   cmd->add_option("--shard", a->shard,
                   "K/N: only the K-th (from 0) of N contiguous ranges of the -n images");
-  add_number<int>(cmd, "--scale", a->scale, "grid pixels per image pixel (0: to about 600 px)", 0,
-                  16);
-  add_number<int>(cmd, "--cols", a->cols, "grid columns (0: a square)", 0, 65536);
+  add_grid_options(cmd, a->grid, true);
   add_report_options(cmd, a->report);
   return {cmd, [a] { return run_sample(*a); }};
 }

@@ -52,9 +52,69 @@ std::string completion_png_name(int64_t index, int k) {
   return name;
 }
 
+namespace {
+
+void check_in(const char *name, int value, int lo, int hi) {
+  if (value < lo || value > hi)
+    throw Error(std::string(name) + " must be in [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "] (got " + std::to_string(value) + ")");
+}
+
+int grid_nrow(int64_t count, const GridLayout &layout) {
+  return layout.nrow > 0 ? int(std::min<int64_t>(layout.nrow, std::max<int64_t>(count, 1)))
+                         : grid_columns(count);
+}
+
+} // namespace
+
+void check_grid_layout(const GridLayout &layout) {
+  check_in("nrow", layout.nrow, 0, int(kMaxGridImages));
+  check_in("padding", layout.padding, 0, kMaxGridPadding);
+  check_in("pad_value", layout.pad_value, 0, 255);
+  check_in("scale", layout.scale, 0, kMaxGridScale);
+}
+
+int picture_scale(int width, int height, int scale) {
+  return scale > 0 ? scale : grid_scale(width, height);
+}
+
+int64_t check_grid(int64_t count, int height, int width, int channels, const GridLayout &layout) {
+  check_grid_layout(layout);
+  if (count < 1)
+    throw Error("a grid needs at least one image");
+  const int cols = grid_nrow(count, layout), pad = layout.padding;
+  check_grid(count, height, width, channels, cols, pad); // the count, and the bytes unscaled
+  const int64_t rows = (count + cols - 1) / cols;
+  return check_picture(rows * height + (rows + 1) * pad, int64_t(cols) * width + (cols + 1) * pad,
+                       channels, layout.scale);
+}
+
+int64_t check_picture(int64_t height, int64_t width, int channels, int scale) {
+  const int64_t most = kMaxGridBytes / std::max(channels, 1);
+  if (height > most || width > most) // (and so height * width has no overflow below)
+    throw Error("a grid of " + std::to_string(width) + "x" + std::to_string(height) +
+                " pixels is over the " + std::to_string(kMaxGridBytes / 1000000) +
+                " MB a grid PNG holds");
+  const int64_t s = picture_scale(int(width), int(height), scale);
+  const int64_t bytes = height * s * width * s * channels;
+  if (bytes > kMaxGridBytes)
+    throw Error("a grid of " + std::to_string(width) + "x" + std::to_string(height) +
+                " pixels drawn at scale " + std::to_string(s) + " is " +
+                std::to_string(bytes / 1000000) + " MB, over the " +
+                std::to_string(kMaxGridBytes / 1000000) +
+                " MB a grid PNG holds: a smaller scale, or one PNG per image");
+  return bytes;
+}
+
+ImageSet draw_grid(const ImageSet &images, const GridLayout &layout) {
+  check_grid(images.count, images.height, images.width, images.channels, layout);
+  const ImageSet tiled =
+      make_grid(images, grid_nrow(images.count, layout), layout.padding, uint8_t(layout.pad_value));
+  return scale_image(tiled, picture_scale(tiled.width, tiled.height, layout.scale));
+}
+
 void write_grid_png(const std::string &path, const ImageSet &picture, int scale) {
-  const ImageSet big =
-      scale_image(picture, scale > 0 ? scale : grid_scale(picture.width, picture.height));
+  const ImageSet big = scale_image(picture, picture_scale(picture.width, picture.height, scale));
   write_png(path, big.width, big.height, big.channels, big.bytes.data());
 }
 
@@ -66,29 +126,28 @@ namespace {
 
 class GridSink : public ImageSink {
 public:
-  GridSink(const std::string &path, int64_t n, int height, int width, int channels, int cols,
-           int scale)
-      : path_(path), cols_(cols > 0 ? cols : grid_columns(n)), scale_(scale),
-        grid_bytes_(check_grid(n, height, width, channels, cols_)), all_{n,
-                                                                         height,
-                                                                         width,
-                                                                         channels,
-                                                                         {}} {
+  GridSink(const std::string &path, int64_t n, int height, int width, int channels,
+           const GridLayout &layout)
+      : path_(path), layout_(layout), grid_bytes_(check_grid(n, height, width, channels, layout)),
+        all_{n, height, width, channels, {}} {
     check_output_file(path);
     all_.bytes.reserve(size_t(n) * all_.bytes_per_image());
   }
   void add(const ImageSet &images) override {
     all_.bytes.insert(all_.bytes.end(), images.bytes.begin(), images.bytes.end());
   }
-  void finish() override { write_grid_png(path_, make_grid(all_, cols_), scale_); }
-  double memory_bytes() const override {
+  void finish() override {
+    const ImageSet g = draw_grid(all_, layout_);
+    write_png(path_, g.width, g.height, g.channels, g.bytes.data());
+  }
+  double memory_bytes() const override { // the images, the grid and its scaled copy
     return double(all_.count) * double(all_.bytes_per_image()) + 2.0 * double(grid_bytes_);
   }
   std::string where() const override { return path_; }
 
 private:
   std::string path_;
-  int cols_, scale_;
+  GridLayout layout_;
   int64_t grid_bytes_;
   ImageSet all_; // every image, in order, until finish()
 };
@@ -149,8 +208,8 @@ private:
 } // namespace
 
 std::unique_ptr<ImageSink> grid_sink(const std::string &path, int64_t n, int height, int width,
-                                     int channels, int cols, int scale) {
-  return std::make_unique<GridSink>(path, n, height, width, channels, cols, scale);
+                                     int channels, const GridLayout &layout) {
+  return std::make_unique<GridSink>(path, n, height, width, channels, layout);
 }
 
 std::unique_ptr<ImageSink> png_folder_sink(const std::string &dir, int height, int width,

@@ -121,17 +121,26 @@ ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vect
   return out;
 }
 
+PictureSize completion_grid_size(int64_t n, int samples, int height, int width, int channels,
+                                 int pad) {
+  const int64_t cols = samples + 2, band = 3 * pad; // (band: see completion_grid)
+  return {n * height + (n + 1) * pad, cols * width + (cols + 1) * pad + band,
+          channels == 1 ? 3 : channels};
+}
+
 ImageSet completion_grid(const ImageSet &images, const std::vector<int64_t> &index,
                          const std::vector<uint8_t> &known, const ImageSet &completions,
-                         int samples) {
-  const int H = images.height, W = images.width, C = images.channels, pad = 2;
-  const int G = C == 1 ? 3 : C; // grayscale goes to RGB so the occlusion can be tinted
+                         int samples, int pad, uint8_t pad_value) {
+  const int H = images.height, W = images.width, C = images.channels;
   const int n = int(index.size()), cols = samples + 2;
   const size_t T = size_t(H) * W * C;
   // The original stands apart from the completions: a wider light band before its column.
+  // Grayscale goes to RGB so the occlusion can be tinted.
   const int band = 3 * pad;
-  ImageSet g{1, n * H + (n + 1) * pad, cols * W + (cols + 1) * pad + band, G, {}};
-  g.bytes.assign(size_t(g.height) * g.width * G, 64);
+  const PictureSize size = completion_grid_size(n, samples, H, W, C, pad);
+  const int G = size.channels;
+  ImageSet g{1, int(size.height), int(size.width), G, {}};
+  g.bytes.assign(size_t(g.height) * g.width * G, pad_value);
   for (int y = 0; y < g.height; ++y)
     for (int x = 0; x < band; ++x)
       for (int j = 0; j < G; ++j)

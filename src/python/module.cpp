@@ -428,23 +428,47 @@ PYBIND11_MODULE(tarnn, m) {
         "x / 255 (to_uint8 undoes it exactly).");
   m.def(
       "grid",
-      [](const py::array &images, std::optional<int> cols) {
+      [](const py::array &images, std::optional<int> nrow, int padding, int pad_value,
+         std::optional<int> scale, std::optional<int> cols) {
         const auto arr = bytes_of(images, "images");
+        const std::string shape = py::str(py::tuple(py::cast(images.request().shape)));
         if (arr.ndim() != 4 && arr.ndim() != 3)
-          bad("images must have shape (n, H, W) or (n, H, W, C)");
+          bad("images must have shape (n, H, W) or (n, H, W, C), not " + shape);
         const int C = arr.ndim() == 4 ? int(arr.shape(3)) : 1;
+        if (C > 4) // (n, C, H, W) read as channels last would be C = W: garbage
+          bad("images of shape " + shape + " would have " + std::to_string(C) +
+              " channels: grid takes channels last, (n, H, W) or (n, H, W, C) with C 1 to 4 "
+              "(NHWC); for channels first (NCHW, PyTorch's), pass images.transpose(0, 2, 3, 1)");
+        if (nrow && cols)
+          bad("give nrow or cols (its older name), not both");
+        // None, not the command's 0, asks for the automatic choice
+        const int k = nrow.value_or(cols.value_or(1)), z = scale.value_or(1);
+        if (k < 1 || k > kMaxGridImages)
+          bad("nrow must be in [1, " + std::to_string(kMaxGridImages) + "] (got " +
+              std::to_string(k) + "; None: a square-ish grid)");
+        if (z < 1 || z > kMaxGridScale)
+          bad("scale must be in [1, " + std::to_string(kMaxGridScale) + "] (got " +
+              std::to_string(z) + "; None: whole pixels toward 600)");
+        const GridLayout layout{nrow.value_or(cols.value_or(0)), padding, pad_value,
+                                scale.value_or(0)};
         ImageSet s{arr.shape(0), int(arr.shape(1)), int(arr.shape(2)), C, {}};
         s.bytes.assign(arr.data(), arr.data() + arr.size());
-        const int k = cols.value_or(grid_columns(s.count));
-        if (k < 1)
-          bad("cols must be at least 1");
-        check_grid(s.count, s.height, s.width, C, k);
-        const ImageSet g = make_grid(s, k);
+        const ImageSet g = draw_grid(s, layout);
         return to_array(g, {g.height, g.width, g.channels});
       },
-      py::arg("images"), py::arg("cols") = py::none(),
-      "grid(images, cols=None) -> uint8 array (H', W', C): the images tiled, 2 pixels apart (as "
-      "`tarnn sample -o`; cols None: a square-ish grid).");
+      py::arg("images"), py::arg("nrow") = py::none(), py::arg("padding") = 2,
+      py::arg("pad_value") = 64, py::arg("scale") = py::none(), py::kw_only(),
+      py::arg("cols") = py::none(),
+      "grid(images, nrow=None, padding=2, pad_value=64, scale=None) -> uint8 array (H', W', C)\n\n"
+      "The images (n, H, W) or (n, H, W, C) tiled as torchvision's make_grid, then each pixel "
+      "drawn scale x scale times: the same bytes as `tarnn sample -o` with --nrow, --padding, "
+      "--pad-value and --scale, and the same defaults.\n"
+      "nrow: images per row (None: a square-ish grid; `cols` is its older name).\n"
+      "padding: pixels between and around the images, before scaling (0 to 64).\n"
+      "pad_value: the padding's level in every channel, 0 to 255 (the images are uint8; "
+      "torchvision's 0 to 1 is for float images).\n"
+      "scale: grid pixels per image pixel, 1 to 16 (None: whole pixels toward 600, 1 to 8; "
+      "scale=1 is make_grid's size).");
   m.def(
       "write_png",
       [](py::object path, py::object image) {

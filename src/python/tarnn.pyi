@@ -52,8 +52,19 @@ class Model:
 def read_images(path: _Path) -> npt.NDArray[np.uint8]:
     """An IDX file or a PNG as (n, H, W, C) uint8, as stored."""
 
-def grid(images: npt.NDArray[np.uint8], cols: Optional[int] = None) -> npt.NDArray[np.uint8]:
-    """The images tiled 2 pixels apart, (H', W', C), as `tarnn sample -o` draws them."""
+def grid(
+    images: npt.NDArray[np.uint8],
+    nrow: Optional[int] = None,
+    padding: int = 2,
+    pad_value: int = 64,
+    scale: Optional[int] = None,
+    *,
+    cols: Optional[int] = None,
+) -> npt.NDArray[np.uint8]:
+    """The images, (n, H, W) or (n, H, W, C) channels last, tiled as torchvision's make_grid
+    (nrow per row, None: square-ish; padding pixels of pad_value 0..255 between and around them)
+    and each pixel drawn scale x scale times (None: whole pixels toward 600): (H', W', C), the
+    same bytes as `tarnn sample -o` with the same --nrow, --padding, --pad-value, --scale."""
 
 def to_uint8(images: _ArrayLike) -> npt.NDArray[np.uint8]:
     """Floats in [0, 1] as bytes, round(x * 255), same shape; outside [0, 1] or NaN: ValueError."""

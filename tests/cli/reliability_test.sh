@@ -96,6 +96,10 @@ if [ -z "${TARNN_TEST_SANITIZED:-}" ]; then # the sanitizers' runtime must be lo
     rc=$?
     [ $rc -eq 1 ] && grep -q "cannot start a CPU thread" "$work/err" && [ "$(wc -l <"$work/err")" -eq 1 ] && ok || bad "thread start failure ($cmd): rc $rc: $(cat "$work/err")"
   done
+  # no thread for the writer of finished batches (the second start, after the one worker's): the
+  # batch is written on the main thread instead
+  LD_PRELOAD=$FAULT TARNN_FAIL_THREAD=2 "$TARNN" sample --model "$SMALL" -n 4 --threads 1 --out-dir "$work/w1" --quiet >"$work/out" 2>"$work/err" && ok || bad "no writer thread: $(cat "$work/err")"
+  [ "$(find "$work/w1" -name '*.png' | wc -l)" -eq 4 ] && ok || bad "no writer thread: not 4 PNGs"
   # the wide model below: each worker's batch of 2 images holds 6 MB of bytes, more than the 5 MB
   # allowed; the weights and the outputs, made on the main thread, are 4 MB each
   LD_PRELOAD=$FAULT TARNN_FAIL_ALLOC_OVER=5000000 timeout 60 "$TARNN" sample --model "$work/wide" -n 4 --threads 2 -o "$work/t.png" >"$work/out" 2>"$work/err"

@@ -23,42 +23,106 @@ else
   $PY -c "import sys; sys.exit(not ($big_rss <= 1.10 * $small_rss))" && ok || bad "peak memory grew with -n: $small_rss KB -> $big_rss KB"
 fi
 
-# --- an interrupted run says how far it got, and --resume gives the bytes of an uninterrupted one
-# (40 images in batches of 2 in release; in a sanitized build, where an MNIST image takes
-# seconds, 8 in batches of 1. sample writes chunks of 4 batches, so either way several chunks)
-N=40 B=2
-[ -n "${TARNN_TEST_SANITIZED:-}" ] && N=8 B=1
+# --- progress when stderr is not a terminal (a log, a batch job): a plain line every
+# TARNN_PROGRESS_SECONDS (10 by default) with count, rate and ETA, no \r; --quiet silences it
+# --- an interrupt keeps every finished batch: the message counts the images on disk, which are
+# the uninterrupted run's first ones, and --resume gives the bytes of an uninterrupted run
+# (8 images in batches of 2 in release; in a sanitized build, where an MNIST image takes
+# seconds, 6 in batches of 1)
+N=8 B=2
+[ -n "${TARNN_TEST_SANITIZED:-}" ] && N=6 B=1
 set -m # background runs start with SIGINT at its default
-expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/whole.npy" --out-dir "$work/whole" -o "$work/whole.png" --batch $B --threads 1 --quiet
-for attempt in 1 2 3; do
-  rm -rf "$work/part.npy"* "$work/part"
-  "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" -o "$work/part.png" --batch $B --threads 1 >"$work/out" 2>"$work/err" &
-  pid=$!
-  # interrupt once the run record counts a written chunk (it exists before any image does)
+# interrupt_at COUNT CMD...: CMD in the background, a progress line every 0.1 s on $work/err,
+# SIGINT once its lines say COUNT are done (2 batches: the second is then being written); the exit
+rc=0
+interrupt_at() {
+  local want=$1
+  shift
+  TARNN_PROGRESS_SECONDS=0.1 "$@" >"$work/out" 2>"$work/err" &
+  local pid=$! seen=0
   for _ in $(seq 1200); do
-    grep -qE '"done": [1-9]' "$work/part.npy.partial.json" 2>/dev/null && break
+    seen=$(sed -nE 's|^([0-9]+)/[0-9]+ .*|\1|p' "$work/err" | tail -1)
+    [ "${seen:-0}" -ge "$want" ] && break
+    kill -0 $pid 2>/dev/null || break # ended already
     sleep 0.05
   done
   kill -INT $pid
   wait $pid
   rc=$?
+}
+expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/whole.npy" --out-dir "$work/whole" -o "$work/whole.png" --batch $B --threads 1 --quiet
+for _ in 1 2 3; do
+  rm -rf "$work/part.npy"* "$work/part"
+  interrupt_at $((2 * B)) "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" -o "$work/part.png" --batch $B --threads 1
   [ $rc -eq 130 ] && break # interrupted mid-run (not after the end)
 done
 [ $rc -eq 130 ] && ok || bad "interrupted run: exit $rc"
-grep -qE "interrupted \(signal 2\): [0-9]+ of $N images written; the same command with --resume" "$work/err" && ok || bad "interrupted run: $(cat "$work/err")"
+grep -qE "^[0-9]+/$N images  [0-9.]+ images/s  ETA [0-9]+:[0-9]{2}:[0-9]{2}$" "$work/err" && ok || bad "no plain progress line: $(head -3 "$work/err")"
+grep -q $'\r' "$work/err" && bad "a progress line for a file holds \\r" || ok
+grep -qE "interrupted \(signal 2\): [0-9]+ of $N images written; the same command with --resume" "$work/err" && ok || bad "interrupted run: $(tail -1 "$work/err")"
+written=$(sed -nE 's/.*interrupted \(signal 2\): ([0-9]+) of.*/\1/p' "$work/err")
+[ "${written:-0}" -ge $((2 * B)) ] && ok || bad "finished batches lost: ${written:-?} written after $((2 * B)) images were done"
+expect_eq "$(find "$work/part" -name '*.png' | wc -l)" "${written:-?}" "the interrupted message counts the PNGs on disk"
+grep -q "\"done\": ${written:-?}," "$work/part.npy.partial.json" && ok || bad "the run record: $(cat "$work/part.npy.partial.json")"
+for f in "$work/part"/*.png; do
+  cmp -s "$f" "$work/whole/$(basename "$f")" || bad "$(basename "$f"): not the uninterrupted run's"
+done
+# the .npy's partial holds the uninterrupted array's prefix (the header is the final one)
+$PY -c "
+import sys
+whole, part = open('$work/whole.npy', 'rb').read(), open('$work/part.npy.partial', 'rb').read()
+keep = len(whole) - ($N - ${written:-0}) * 784
+sys.exit(not (len(part) >= keep and part[:keep] == whole[:keep]))" && ok || bad "the partial .npy is not the uninterrupted run's prefix"
 [ ! -e "$work/part.npy" ] && [ -e "$work/part.npy.partial" ] && ok || bad "an interrupted .npy must stay partial"
 expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" -o "$work/part.png" --batch $B --threads 1 --resume --json
-$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (0 < j['resumed_at'] < $N))" && ok || bad "--resume did not resume: $(cat "$work/out")"
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['resumed_at'] == ${written:-0}))" && ok || bad "--resume did not resume at ${written:-?}: $(cat "$work/out")"
 cmp -s "$work/whole.npy" "$work/part.npy" && ok || bad "--resume: other bytes than an uninterrupted run"
 diff -r "$work/whole" "$work/part" >/dev/null && ok || bad "--resume: other --out-dir files"
 # the grid holds the images written before the interruption, read back from the .npy's partial
 cmp -s "$work/whole.png" "$work/part.png" && ok || bad "--resume: another grid than an uninterrupted run"
+TARNN_PROGRESS_SECONDS=0.05 "$TARNN" sample --model "$MNIST" -n 2 --batch 1 --threads 1 --out-dir "$work/q" --quiet >/dev/null 2>"$work/err" && ok || bad "--quiet run failed"
+[ ! -s "$work/err" ] && ok || bad "--quiet wrote progress: $(head -2 "$work/err")"
+expect_error "TARNN_PROGRESS_SECONDS must be a number of seconds" env TARNN_PROGRESS_SECONDS=soon "$TARNN" sample --model "$SMALL" -n 2 --out-dir "$work/x"
+[ ! -e "$work/x" ] && ok || bad "a bad TARNN_PROGRESS_SECONDS left an output folder"
+# complete in batches (one image's completions each here): the same, for its --out-dir
+C=(complete --model "$MNIST" --images "$work/whole.npy" --index 0-2 --samples 2 --seed 5 --batch 2 --threads 1)
+expect_ok "$TARNN" "${C[@]}" -o "$work/cw.png" --out-dir "$work/cwhole" --quiet
+for _ in 1 2 3; do
+  rm -rf "$work/cpart"
+  interrupt_at 4 "$TARNN" "${C[@]}" -o "$work/cp.png" --out-dir "$work/cpart"
+  [ $rc -eq 130 ] && break
+done
+[ $rc -eq 130 ] && ok || bad "interrupted complete: exit $rc"
+written=$(sed -nE 's/.*interrupted \(signal 2\): ([0-9]+) of 6 completions written to .*/\1/p' "$work/err")
+[ "${written:-0}" -ge 4 ] && ok || bad "complete lost finished batches: $(tail -1 "$work/err")"
+expect_eq "$(find "$work/cpart" -name '*.png' | wc -l)" "${written:-?}" "complete's interrupted message counts the PNGs on disk"
+for f in "$work/cpart"/*.png; do
+  cmp -s "$f" "$work/cwhole/$(basename "$f")" || bad "complete $(basename "$f"): not the uninterrupted run's"
+done
+[ ! -e "$work/cp.png" ] && ok || bad "an interrupted complete wrote its grid"
 set +m
 echo '{"model": "x", "done": 1}' >"$work/r.npy.partial.json"
 expect_error "written by another run" "$TARNN" sample --model "$SMALL" -n 8 --seed 1 --npy "$work/r.npy" --resume
 expect_error "a grid alone is not resumable" "$TARNN" sample --model "$SMALL" -n 8 -o "$work/g.png" --resume
 expect_error "a grid is a PNG" "$TARNN" sample --model "$SMALL" -n 8 -o "$work/g.jpg"
 expect_error "must end in .npy" "$TARNN" sample --model "$SMALL" -n 8 --npy "$work/g.bin"
+
+# --- grids: --nrow (alias --cols), --padding, --pad-value, --scale: torchvision's layout, scaled
+# (tests/python checks that tarnn.grid gives the same bytes; tests/io the layout itself)
+G=(sample --model "$SMALL" -n 6 --seed 3) # images of 5 x 4
+expect_ok "$TARNN" "${G[@]}" -o "$work/g1.png" --nrow 4 --padding 1 --scale 3
+expect_eq "$(png_size "$work/g1.png")" "$(((4 * 4 + 5) * 3))x$(((2 * 5 + 3) * 3))" "--nrow 4 --padding 1 --scale 3"
+expect_ok "$TARNN" "${G[@]}" -o "$work/g2.png" --cols 4 --padding 1 --scale 3
+cmp -s "$work/g1.png" "$work/g2.png" && ok || bad "--cols is not --nrow"
+expect_ok "$TARNN" "${G[@]}" -o "$work/g3.png" --nrow 4 --padding 1 --scale 3 --pad-value 200
+cmp -s "$work/g1.png" "$work/g3.png" && bad "--pad-value changed nothing" || ok
+expect_ok "$TARNN" "${G[@]}" -o "$work/g4.png" # 3 x 2 of 5 x 4, 2 apart: 20 x 16, drawn at 8
+expect_eq "$(png_size "$work/g4.png")" "160x128" "the default grid"
+for flag in "--nrow -1" "--padding 65" "--pad-value 256" "--scale 17"; do
+  # shellcheck disable=SC2086
+  expect_error "${flag% *} must be in" "$TARNN" "${G[@]}" -o "$work/bad.png" $flag
+done
+expect_error "a smaller scale" "$TARNN" sample --model "$SMALL" -n 65536 -o "$work/bad.png" --scale 16
 
 # --- shards: N contiguous ranges, merged, are one run, byte for byte
 expect_ok "$TARNN" sample --model "$SMALL" -n 1000 --seed 4 --first 7 --npy "$work/one.npy" --quiet

@@ -30,7 +30,7 @@ if [ -e "$BUILD/python/tarnn.pyi" ]; then
 import tarnn, sys
 assert '$prefix/share/tarnn/models/mnist' in repr(tarnn.Model('mnist')), 'not the installed model'
 a = tarnn.Model('$SMALL').sample(4, seed=1)
-tarnn.write_png('$work/py.png', tarnn.grid(a, 2))"
+tarnn.write_png('$work/py.png', tarnn.grid(a, 2, scale=1))"
   cmp -s "$work/py.png" "$work/cmd.png" && ok || bad "the installed module's images differ from the command's"
 fi
 finish

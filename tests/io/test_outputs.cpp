@@ -37,15 +37,78 @@ TEST(Outputs, FileNamesAreTheIndexInEightDigits) {
 TEST(Outputs, GridInChunksIsTheGridOfAllImages) {
   TempDir dir;
   const ImageSet all = images(10);
-  auto grid = grid_sink(dir / "g.png", 10, 5, 4, 2, 0, 0);
+  auto grid = grid_sink(dir / "g.png", 10, 5, 4, 2);
   EXPECT_GT(grid->memory_bytes(), double(all.bytes.size()));
   grid->add(slice(all, 0, 3));
   grid->add(slice(all, 3, 7));
   grid->finish();
   write_grid_png(dir / "want.png", make_grid(all, grid_columns(10)), 0);
   EXPECT_EQ(read_file(dir / "g.png"), read_file(dir / "want.png"));
+  auto laid_out = grid_sink(dir / "l.png", 10, 5, 4, 2, {3, 1, 7, 2}); // draws draw_grid's bytes
+  laid_out->add(all);
+  laid_out->finish();
+  EXPECT_EQ(read_images(dir / "l.png").bytes, draw_grid(all, {3, 1, 7, 2}).bytes);
   const ImageSet back = read_images(dir / "g.png");
   EXPECT_EQ(back.width % make_grid(all, grid_columns(10)).width, 0); // scaled whole pixels
+}
+
+// The one grid layout of `sample -o` and tarnn.grid: torchvision's make_grid (nrow, padding,
+// pad_value), each pixel then drawn scale x scale times; each argument checked on its own.
+TEST(Outputs, GridLayoutIsMakeGridThenScaled) {
+  const ImageSet all = images(10); // 5 x 4 x 2
+  // nrow 3, padding 1, pad_value 7 at scale 1, against a layout written out here
+  const ImageSet g = draw_grid(all, {3, 1, 7, 1});
+  ASSERT_EQ(g.height, 4 * 5 + 5 * 1); // rows = ceil(10 / 3)
+  ASSERT_EQ(g.width, 3 * 4 + 4 * 1);
+  std::vector<uint8_t> want(size_t(g.height) * g.width * 2, 7);
+  for (int i = 0; i < 10; ++i)
+    for (int y = 0; y < 5; ++y)
+      for (int x = 0; x < 4; ++x)
+        for (int c = 0; c < 2; ++c)
+          want[((size_t(1 + i / 3 * 6 + y) * g.width) + 1 + i % 3 * 5 + x) * 2 + c] =
+              all.image(i)[(y * 4 + x) * 2 + c];
+  EXPECT_EQ(g.bytes, want);
+  // the defaults: a square-ish grid (4 columns), 2 pixels of 64, scaled toward 600 (8 here)
+  const ImageSet plain = draw_grid(all, {0, 2, 64, 1});
+  EXPECT_EQ(plain.bytes, make_grid(all, grid_columns(10)).bytes);
+  const ImageSet big = draw_grid(all, {});
+  EXPECT_EQ(big.bytes, scale_image(plain, 8).bytes);
+  EXPECT_EQ(draw_grid(all, {0, 2, 64, 3}).bytes, scale_image(plain, 3).bytes);
+  // each argument alone
+  EXPECT_EQ(draw_grid(all, {20, 2, 64, 1}).width, 10 * 4 + 11 * 2); // nrow over n: one row
+  EXPECT_EQ(draw_grid(all, {5, 2, 64, 1}).height, 2 * 5 + 3 * 2);
+  const ImageSet tight = draw_grid(all, {10, 0, 64, 1});
+  EXPECT_EQ(tight.width, 40);
+  EXPECT_EQ(tight.bytes[0], all.bytes[0]);
+  EXPECT_EQ(draw_grid(all, {0, 2, 255, 1}).bytes[0], 255);
+  EXPECT_EQ(plain.bytes[0], 64);
+}
+
+TEST(Outputs, BadGridValuesAreRefused) {
+  const ImageSet all = images(4);
+  EXPECT_EQ(error_of([&] {
+              draw_grid(all, {-1, 2, 64, 0});
+            }),
+            "nrow must be in [0, 65536] (got -1)");
+  EXPECT_EQ(error_of([&] {
+              draw_grid(all, {0, 65, 64, 0});
+            }),
+            "padding must be in [0, 64] (got 65)");
+  EXPECT_EQ(error_of([&] {
+              draw_grid(all, {0, 2, 256, 0});
+            }),
+            "pad_value must be in [0, 255] (got 256)");
+  EXPECT_EQ(error_of([&] { draw_grid(all, {0, 2, 64, 17}); }), "scale must be in [0, 16] (got 17)");
+  EXPECT_NE(error_of([&] {
+              draw_grid(ImageSet{0, 5, 4, 2, {}}, {});
+            }).find("at least one image"),
+            std::string::npos);
+  // a grid within the image count but too big once scaled: refused before any work
+  EXPECT_NE(error_of([&] {
+              check_grid(kMaxGridImages, 28, 28, 1, {0, 2, 64, 16});
+            }).find("a smaller scale"),
+            std::string::npos);
+  EXPECT_EQ(check_grid(4, 5, 4, 2, {0, 2, 64, 1}), int64_t(2 * 5 + 3 * 2) * (2 * 4 + 3 * 2) * 2);
 }
 
 TEST(Outputs, PngFolderNamesEachImageAndReadsThemBack) {
@@ -102,18 +165,17 @@ TEST(Outputs, ResumeRecordCountsAndRefusesAnotherRun) {
 
 TEST(Outputs, EachOutputIsCheckedBeforeAnyWork) {
   TempDir dir;
-  EXPECT_NE(
-      error_of([&] { grid_sink(dir / "no/such/g.png", 4, 5, 4, 2, 0, 0); }).find("cannot write"),
-      std::string::npos);
+  EXPECT_NE(error_of([&] { grid_sink(dir / "no/such/g.png", 4, 5, 4, 2); }).find("cannot write"),
+            std::string::npos);
   EXPECT_NE(error_of([&] { check_output_file(dir.path.string()); }).find("is a folder"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { grid_sink(dir / "big.png", kMaxGridImages + 1, 5, 4, 2, 0, 0); }),
+  EXPECT_NE(error_of([&] { grid_sink(dir / "big.png", kMaxGridImages + 1, 5, 4, 2); }),
             "(no error)");
   write_file(dir / "file", {'x'});
   EXPECT_NE(error_of([&] {
               png_folder_sink(dir / "file", 5, 4, 2, [](int64_t i) { return image_png_name(i); });
             }).find("cannot make the output folder"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { grid_sink(dir / "g.png", 4, 5, 4, 2, 0, 0)->read_back(1); }),
+  EXPECT_NE(error_of([&] { grid_sink(dir / "g.png", 4, 5, 4, 2)->read_back(1); }),
             "(no error)"); // a grid cannot be read back
 }

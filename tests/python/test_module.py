@@ -176,9 +176,15 @@ def test_ctrl_c_stops_a_run_and_the_model_stays_usable(mnist):
     assert mnist.sample(2, seed=3).shape == (2, 28, 28, 1)
 
 
-def test_grid_and_write_png_are_the_commands(small, tmp_path):
-    run("sample", "--model", SMALL, "-n", 6, "--seed", 3, "-o", tmp_path / "cmd.png", "--scale", 1)
-    g = tarnn.grid(small.sample(6, seed=3))
+@pytest.mark.parametrize("flags, kwargs", [
+    ([], {}),  # the same defaults
+    (["--nrow", 4, "--padding", 1, "--pad-value", 200, "--scale", 3],
+     dict(nrow=4, padding=1, pad_value=200, scale=3)),
+    (["--cols", 5, "--padding", 0, "--scale", 1], dict(cols=5, padding=0, scale=1)),
+])
+def test_grid_and_write_png_are_the_commands(small, tmp_path, flags, kwargs):
+    run("sample", "--model", SMALL, "-n", 6, "--seed", 3, "-o", tmp_path / "cmd.png", *flags)
+    g = tarnn.grid(small.sample(6, seed=3), **kwargs)
     tarnn.write_png(str(tmp_path / "py.png"), g)
     assert (tmp_path / "py.png").read_bytes() == (tmp_path / "cmd.png").read_bytes()
 
@@ -213,6 +219,37 @@ def test_defaults_are_the_commands(small, tmp_path):
     j = json.loads(run("sample", "--model", SMALL, "-n", 2, "--json",
                        "--npy", tmp_path / "s.npy").stdout)
     assert j["seed"] == 0 and np.array_equal(small.sample(2), np.load(tmp_path / "s.npy"))
+
+
+def test_grid_arguments_are_torchvisions():
+    imgs = np.arange(5 * 3 * 2, dtype=np.uint8).reshape(5, 3, 2)  # 5 images of 3 x 2, (n, H, W)
+    g = tarnn.grid(imgs, nrow=2, padding=1, pad_value=9, scale=1)
+    assert g.shape == (3 * 3 + 4, 2 * 2 + 3, 1)  # ceil(5 / 2) rows: make_grid's layout
+    assert g[0, 0, 0] == 9 and g[-1, -1, 0] == 9
+    assert np.array_equal(g[1:4, 4:6, 0], imgs[1])  # image 1: row 0, column 1
+    assert np.array_equal(tarnn.grid(imgs, 2, 1, 9, scale=2), g.repeat(2, 0).repeat(2, 1))
+    assert tarnn.grid(imgs, nrow=2, padding=1, pad_value=9).shape == (13 * 8, 7 * 8, 1)  # to 600
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(nrow=0), "nrow must be in [1, 65536] (got 0"),
+    (dict(padding=-1), "padding must be in [0, 64] (got -1)"),
+    (dict(pad_value=256), "pad_value must be in [0, 255] (got 256)"),
+    (dict(scale=0), "scale must be in [1, 16]"),
+    (dict(scale=17), "scale must be in [1, 16]"),
+    (dict(nrow=2, cols=2), "not both"),
+])
+def test_grid_refuses_bad_values(kwargs, message):
+    with pytest.raises(ValueError) as e:
+        tarnn.grid(np.zeros((4, 3, 3), np.uint8), **kwargs)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_grid_refuses_channels_first():
+    nchw = np.zeros((4, 1, 28, 28), np.uint8)  # PyTorch's layout: not 28 channels
+    with pytest.raises(ValueError, match=r"channels first \(NCHW.*transpose\(0, 2, 3, 1\)"):
+        tarnn.grid(nchw)
+    assert tarnn.grid(nchw.transpose(0, 2, 3, 1), scale=1).shape == (62, 62, 1)
 
 
 def test_help_explains_each_argument():
