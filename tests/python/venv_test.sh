@@ -30,7 +30,7 @@ assert os.path.isfile(os.path.join(site, "tarnn.pyi"))
 m = tarnn.Model("mnist")  # the package's models, PREFIX/share/tarnn/models, as --model mnist
 assert "venv/share/tarnn/models/mnist" in repr(m), repr(m)
 a = tarnn.Model(pathlib.Path(small)).sample(4, seed=1)
-tarnn.write_png(pathlib.Path(work) / "py.png", tarnn.grid(a, 2))
+tarnn.write_png(pathlib.Path(work) / "py.png", tarnn.grid(a, 2, scale=1))
 PY
 cmp -s "$work/py.png" "$work/cmd.png" && ok || bad "the venv's images differ from the command's"
 # docs/PYTHON.md's Python examples, each on its own, from a folder laid out as the repository;
