@@ -207,8 +207,11 @@ TEST(Images, LyingPngsAreRefusedBeforeDecoding) {
 // An empty image is not "too large" (as 0x0 was called): the message says what a PNG needs.
 TEST(Images, AnEmptyOrOddImageIsRefusedForWhatItIs) {
   const uint8_t px[4] = {};
-  for (const auto &[w, h, c] : {std::tuple{0, 0, 1}, std::tuple{3, 0, 1}, std::tuple{1, 1, 5}}) {
-    const std::string e = error_of([&] { encode_png(w, h, c, px); });
+  for (const std::tuple<int, int, int> &whc :
+       {std::tuple{0, 0, 1}, std::tuple{3, 0, 1}, std::tuple{1, 1, 5}}) {
+    const std::string e = error_of([&] {
+      encode_png(std::get<0>(whc), std::get<1>(whc), std::get<2>(whc), px);
+    }); // (clang 14 captures no structured binding)
     EXPECT_TRUE(contains(e, "a PNG has at least 1x1 pixels, of 1 to 4 channels")) << e;
   }
   const std::string big = error_of([&] { encode_png(1 << 30, 4, 4, px); });
