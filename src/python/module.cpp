@@ -140,6 +140,20 @@ py::array_t<uint8_t> to_array(const ImageSet &s, std::vector<py::ssize_t> shape)
   return out;
 }
 
+// A seed as Python passes it: any integer (numpy's too) in [0, 2^64); outside, a ValueError
+// naming it, not pybind11's TypeError about the signature (seed=-1 was one).
+uint64_t seed_of(const py::object &seed) {
+  const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(seed.ptr()));
+  if (!index)
+    throw py::error_already_set(); // not an integer (a float, a string): TypeError
+  const unsigned long long v = PyLong_AsUnsignedLongLong(index.ptr());
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    bad("seed must be in [0, 2**64 - 1] (got " + std::string(py::str(index)) + ")");
+  }
+  return v;
+}
+
 // Progress for a job of `images` images: a bar (tqdm if importable, else a plain line on stderr)
 // when asked, and in any case Ctrl-C, checked a few times a second with the GIL held.
 Progress progress_for(bool bar, int64_t images, int positions) {
@@ -253,8 +267,9 @@ public:
   }
   std::string device() const { return engine_.device(); }
 
-  py::array_t<uint8_t> sample(int64_t n, uint64_t seed, int64_t first, std::optional<int64_t> batch,
-                              bool progress) {
+  py::array_t<uint8_t> sample(int64_t n, const py::object &seed_arg, int64_t first,
+                              std::optional<int64_t> batch, bool progress) {
+    const uint64_t seed = seed_of(seed_arg);
     if (n < 1 || n > kMaxSampleImages)
       bad("n must be in [1, " + std::to_string(kMaxSampleImages) + "] (got " + std::to_string(n) +
           ")");
@@ -279,8 +294,9 @@ public:
     return py::array_t<double>(py::ssize_t(bpd.size()), bpd.data());
   }
 
-  py::array_t<uint8_t> complete(py::object images, py::object known, int samples, uint64_t seed,
-                                bool progress) {
+  py::array_t<uint8_t> complete(py::object images, py::object known, int samples,
+                                const py::object &seed_arg, bool progress) {
+    const uint64_t seed = seed_of(seed_arg);
     const Config &c = engine_.config();
     const ImageSet in = images_of(images, c, "images");
     const std::vector<uint8_t> mask = mask_of(known, c, in.count);

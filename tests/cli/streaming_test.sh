@@ -52,7 +52,7 @@ interrupt_at() {
 }
 expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/whole.npy" --out-dir "$work/whole" -o "$work/whole.png" --batch $B --threads 1 --quiet
 for _ in 1 2 3; do
-  rm -rf "$work/part.npy"* "$work/part"
+  rm -rf "$work/part.npy"* "$work/part" "$work/part.png"
   interrupt_at $((2 * B)) "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" -o "$work/part.png" --batch $B --threads 1
   [ $rc -eq 130 ] && break # interrupted mid-run (not after the end)
 done
@@ -88,7 +88,7 @@ expect_error "TARNN_PROGRESS_SECONDS must be a number of seconds" env TARNN_PROG
 C=(complete --model "$MNIST" --images "$work/whole.npy" --index 0-2 --samples 2 --seed 5 --batch 2 --threads 1)
 expect_ok "$TARNN" "${C[@]}" -o "$work/cw.png" --out-dir "$work/cwhole" --quiet
 for _ in 1 2 3; do
-  rm -rf "$work/cpart"
+  rm -rf "$work/cpart" "$work/cp.png" # a try that ran to the end left its grid
   interrupt_at 4 "$TARNN" "${C[@]}" -o "$work/cp.png" --out-dir "$work/cpart"
   [ $rc -eq 130 ] && break
 done

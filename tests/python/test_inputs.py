@@ -135,3 +135,22 @@ def test_repr_says_what_the_model_is(small):
     for part in (str(SMALL), "(5, 4, 2)", "device='cpu'", "precision='fp32'", "state='fp32'",
                  "threads=2", "6733 parameters"):
         assert part in r, r
+
+
+def test_a_seed_out_of_range_is_a_value_error(small):
+    # Python's ints are unbounded: -1 or 2**64 is a bad value (ValueError naming it), as in the
+    # command; an integer of numpy's is a seed like any other
+    for seed in (-1, 2**64):
+        with pytest.raises(ValueError, match=r"seed must be in \[0, 2\*\*64 - 1\]"):
+            small.sample(1, seed=seed)
+        with pytest.raises(ValueError, match=r"seed must be in"):
+            small.complete(np.zeros((1, 5, 4, 2), np.uint8), np.zeros((5, 4), bool), seed=seed)
+    assert np.array_equal(small.sample(2, seed=np.uint64(2**64 - 1)), small.sample(2, seed=2**64 - 1))
+    with pytest.raises(TypeError):
+        small.sample(1, seed=1.5)
+
+
+def test_a_grid_of_no_images_is_refused():
+    with pytest.raises(ValueError, match="a grid needs at least one image"):
+        tarnn.grid(np.zeros((0, 3, 3), np.uint8))
+

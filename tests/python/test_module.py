@@ -167,14 +167,17 @@ def test_the_gil_is_released_while_the_engine_runs(mnist):
 
 
 def test_ctrl_c_stops_every_run_and_the_model_stays_usable(mnist):
-    # Every call, not only the first: three in one process, each stopped by a SIGINT sent to the
-    # main thread (as a terminal's Ctrl-C reaches Python), then a whole run gives the same bytes.
+    # Every call, not only the first: three in one process (sample, complete, sample), each
+    # stopped by a SIGINT sent to the main thread (as a terminal's Ctrl-C reaches Python), then a
+    # whole run gives the same bytes.
     # (A probe found "works once" under GNU timeout, which forwards only the first SIGINT it
     # gets: pure Python's time.sleep behaves the same there.)
     main = threading.main_thread().ident
     want = mnist.sample(2, seed=3)
+    known = np.zeros((28, 28), bool)
+    known[:14] = True
     calls = (lambda: mnist.sample(1000, seed=3),  # minutes each, if not stopped
-             lambda: mnist.score(np.zeros((400, 28, 28), np.uint8)),
+             lambda: mnist.complete(np.zeros((250, 28, 28), np.uint8), known, samples=4),
              lambda: mnist.sample(1000, seed=4))
     for call in calls:
         timer = threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGINT))
