@@ -49,8 +49,8 @@ public:
   // Appends `count` images (their bytes in order) after the done() already in; synced.
   void append(const uint8_t *bytes, int64_t count);
   int64_t done() const { return done_; }
-  // The bytes of the first `count` images in (count <= done()).
-  std::vector<uint8_t> read(int64_t count) const;
+  // The bytes of images [first, first + count) (first + count <= done()).
+  std::vector<uint8_t> read(int64_t first, int64_t count) const;
   // All n in: PATH.partial becomes PATH.
   void finish();
   const std::string &path() const { return path_; }

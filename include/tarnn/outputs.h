@@ -63,9 +63,10 @@ public:
   virtual void finish() {}
   // The host memory it holds for a run (what check_memory counts).
   virtual double memory_bytes() const { return 0; }
-  // The first `count` images it wrote, read back (a resumed run's grid needs them); Error where
-  // it cannot.
-  virtual ImageSet read_back(int64_t count) const;
+  // Images [first, first + count) it wrote, read back (a resumed run's grid and the record's
+  // checksum need them); Error where it cannot (a file missing, or not one of the run's).
+  virtual ImageSet read_back(int64_t first, int64_t count) const;
+  ImageSet read_back(int64_t count) const { return read_back(0, count); }
   virtual std::string where() const = 0; // the path, for messages
 };
 
@@ -91,8 +92,12 @@ class ResumeRecord : public ImageSink {
 public:
   ResumeRecord(std::string path, std::string run);
   // The images an earlier run of the same job wrote (0 if it left no record); Error if the record
-  // is another run's or not a record. Counting goes on from there.
+  // is another run's, not a record, or a field of it is not what a run writes (checked before
+  // anything on the disk is touched). Counting goes on from there.
   int64_t load();
+  // The loaded count's images, read back from `written` (the streamed output), against the
+  // record's checksum of their bytes: Error where one is missing, changed or not whole.
+  void verify(const ImageSink &written) const;
   void add(const ImageSet &images) override;
   void finish() override;
   std::string where() const override { return path_; }
@@ -100,6 +105,7 @@ public:
 private:
   std::string path_, run_;
   int64_t done_ = 0;
+  uint64_t checksum_; // FNV-1a (64-bit) of the bytes of the done_ images, in order
 };
 
 } // namespace tarnn

@@ -87,17 +87,20 @@ struct Outputs {
                                                                 {"shape", {H, W, C}}}
                                                      .dump());
     start = a.resume ? record->load() : 0;
-    ImageSink *written = nullptr; // a streamed output: what a resumed grid reads back
+    std::vector<ImageSink *> streamed; // what a resumed run checks, and its grid reads back
     if (!a.out_dir.empty())
-      written = sinks
-                    .emplace_back(png_folder_sink(
-                        a.out_dir, H, W, C,
-                        [first = a.first](int64_t i) { return image_png_name(first + i); }, start))
-                    .get();
+      streamed.push_back(
+          sinks
+              .emplace_back(png_folder_sink(
+                  a.out_dir, H, W, C,
+                  [first = a.first](int64_t i) { return image_png_name(first + i); }, start))
+              .get());
     if (!a.npy.empty())
-      written = sinks.emplace_back(npy_sink(a.npy, a.n, H, W, C, start)).get();
+      streamed.push_back(sinks.emplace_back(npy_sink(a.npy, a.n, H, W, C, start)).get());
+    for (const ImageSink *s : streamed)
+      record->verify(*s);  // what was written before is still there, and unchanged
     if (grid && start > 0) // a resumed grid: the images written before, read back
-      grid->add(written->read_back(start));
+      grid->add(streamed.back()->read_back(start));
     sinks.push_back(std::move(record));
     resumable = true;
   }

@@ -170,14 +170,14 @@ void NpyWriter::append(const uint8_t *bytes, int64_t count) {
   done_ += count;
 }
 
-std::vector<uint8_t> NpyWriter::read(int64_t count) const {
-  if (count < 0 || count > done_)
+std::vector<uint8_t> NpyWriter::read(int64_t first, int64_t count) const {
+  if (first < 0 || count < 0 || first > done_ - count)
     throw Error(partial() + ": holds " + std::to_string(done_) + " images, not " +
-                std::to_string(count));
+                std::to_string(first + count));
   std::vector<uint8_t> bytes(size_t(count) * size_t(per_image_));
+  const off_t at = off_t(header_) + off_t(first) * off_t(per_image_);
   for (size_t got = 0; got < bytes.size();) {
-    const ssize_t r =
-        ::pread(fd_, bytes.data() + got, bytes.size() - got, off_t(header_) + off_t(got));
+    const ssize_t r = ::pread(fd_, bytes.data() + got, bytes.size() - got, at + off_t(got));
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0)

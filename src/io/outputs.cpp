@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "../base/util.h"
+#include "json_limits.h"
 #include "tarnn/error.h"
 
 namespace tarnn {
@@ -118,7 +121,7 @@ void write_grid_png(const std::string &path, const ImageSet &picture, int scale)
   write_png(path, big.width, big.height, big.channels, big.bytes.data());
 }
 
-ImageSet ImageSink::read_back(int64_t) const {
+ImageSet ImageSink::read_back(int64_t, int64_t) const {
   throw Error(where() + ": images written to it cannot be read back");
 }
 
@@ -165,9 +168,9 @@ public:
       write_png(path(added_ + i), width_, height_, channels_, images.image(i));
     added_ += images.count;
   }
-  ImageSet read_back(int64_t count) const override {
+  ImageSet read_back(int64_t first, int64_t count) const override {
     ImageSet s{count, height_, width_, channels_, {}};
-    for (int64_t i = 0; i < count; ++i) {
+    for (int64_t i = first; i < first + count; ++i) {
       const ImageSet one = read_images(path(i));
       if (one.count != 1 || one.height != height_ || one.width != width_ ||
           one.channels != channels_)
@@ -195,8 +198,8 @@ public:
                 resume_from > 0 ? resume_from : -1) {}
   void add(const ImageSet &images) override { writer_.append(images.bytes.data(), images.count); }
   void finish() override { writer_.finish(); }
-  ImageSet read_back(int64_t count) const override {
-    return ImageSet{count, height_, width_, channels_, writer_.read(count)};
+  ImageSet read_back(int64_t first, int64_t count) const override {
+    return ImageSet{count, height_, width_, channels_, writer_.read(first, count)};
   }
   std::string where() const override { return writer_.path(); }
 
@@ -224,8 +227,26 @@ std::unique_ptr<ImageSink> npy_sink(const std::string &path, int64_t n, int heig
   return std::make_unique<NpySink>(path, n, height, width, channels, resume_from);
 }
 
+namespace {
+
+constexpr uint64_t kFnvBasis = 14695981039346656037ull, kFnvPrime = 1099511628211ull;
+
+uint64_t fnv1a(uint64_t h, const std::vector<uint8_t> &bytes) {
+  for (const uint8_t b : bytes)
+    h = (h ^ b) * kFnvPrime;
+  return h;
+}
+
+std::string hex64(uint64_t v) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+} // namespace
+
 ResumeRecord::ResumeRecord(std::string path, std::string run)
-    : path_(std::move(path)), run_(std::move(run)) {}
+    : path_(std::move(path)), run_(std::move(run)), checksum_(kFnvBasis) {}
 
 int64_t ResumeRecord::load() {
   std::vector<char> text;
@@ -245,13 +266,50 @@ int64_t ResumeRecord::load() {
     if (!j.contains(key) || j[key] != value)
       throw Error(path_ + ": was written by another run (" + key + " differs): --resume needs " +
                   "the same model, -n, --seed, --first, --shard and outputs");
-  return done_ = j["done"].get<int64_t>();
+  // Every field as a run writes it, before anything on the disk is touched: a record edited or
+  // damaged by hand ("done": -5 once truncated the partial output) is refused, not trusted.
+  const int64_t n = run.contains("n") ? run["n"].get<int64_t>() : INT64_MAX;
+  const auto &done = j["done"];
+  if (!done.is_number_integer() || done.get<int64_t>() < 0 || done.get<int64_t>() > n)
+    throw Error(path_ + ": \"done\" must be a whole number of images in [0, " + std::to_string(n) +
+                "] (got " + short_text(done.dump()) +
+                "): not a record a run wrote; remove it (and the partial output) to start again");
+  const auto &sum = j.contains("checksum") ? j["checksum"] : nlohmann::json();
+  const std::string hex = sum.is_string() ? sum.get<std::string>() : "";
+  char *end = nullptr;
+  const unsigned long long value = std::strtoull(hex.c_str(), &end, 16);
+  if (hex.size() != 16 || *end != '\0' || hex.find_first_of("+- ") != std::string::npos)
+    throw Error(path_ + ": \"checksum\" must be 16 hex digits (got " +
+                short_text(j.contains("checksum") ? sum.dump() : "none") +
+                "): not a record this tarnn wrote; remove it (and the partial output) to start "
+                "again");
+  checksum_ = value;
+  return done_ = done.get<int64_t>();
+}
+
+void ResumeRecord::verify(const ImageSink &written) const {
+  uint64_t h = kFnvBasis;
+  constexpr int64_t kChunk = 1024; // images read back at a time: memory bounded for any run
+  try {
+    for (int64_t first = 0; first < done_; first += kChunk)
+      h = fnv1a(h, written.read_back(first, std::min(kChunk, done_ - first)).bytes);
+  } catch (const Error &e) { // a file missing or not whole
+    throw Error(std::string(e.what()) + " (its record, " + path_ + ", says " +
+                    std::to_string(done_) + " images were written: remove both to start again)",
+                e.kind());
+  }
+  if (h != checksum_)
+    throw Error(written.where() + ": the " + std::to_string(done_) +
+                " images written before are not those its record (" + path_ +
+                ") describes (changed since?): remove both to start again");
 }
 
 void ResumeRecord::add(const ImageSet &images) {
   done_ += images.count;
+  checksum_ = fnv1a(checksum_, images.bytes);
   nlohmann::json j = nlohmann::json::parse(run_);
   j["done"] = done_;
+  j["checksum"] = hex64(checksum_);
   write_file_atomic(path_, j.dump(2) + "\n");
 }
 

@@ -74,6 +74,26 @@ whole, part = open('$work/whole.npy', 'rb').read(), open('$work/part.npy.partial
 keep = len(whole) - ($N - ${written:-0}) * 784
 sys.exit(not (len(part) >= keep and part[:keep] == whole[:keep]))" && ok || bad "the partial .npy is not the uninterrupted run's prefix"
 [ ! -e "$work/part.npy" ] && [ -e "$work/part.npy.partial" ] && ok || bad "an interrupted .npy must stay partial"
+# a resume trusts nothing it reads: each damage below is refused, and leaves the partial as it was
+R=(sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" -o "$work/part.png" --batch $B --threads 1 --resume)
+mkdir -p "$work/keep" && cp -r "$work/part.npy.partial" "$work/part.npy.partial.json" "$work/part" "$work/keep/"
+restore() { rm -rf "$work/part" && cp -r "$work/keep/part.npy.partial" "$work/keep/part.npy.partial.json" "$work/keep/part" "$work/"; }
+$PY -c "
+import os
+header = os.path.getsize('$work/whole.npy') - $N * 784  # four bytes inside the first image
+f = open('$work/part.npy.partial', 'r+b'); f.seek(header + 300); b = f.read(4); f.seek(header + 300)
+f.write(bytes(x ^ 0xff for x in b))"
+expect_error "images written before are not those its record" "$TARNN" "${R[@]}"
+restore
+for done in -5 '"32"' $((N + 1)); do
+  sed -i -E "s/\"done\": [0-9]+/\"done\": $done/" "$work/part.npy.partial.json"
+  expect_error '"done" must be a whole number of images in [0, '"$N"']' "$TARNN" "${R[@]}"
+  cmp -s "$work/part.npy.partial" "$work/keep/part.npy.partial" && ok || bad "a refused record ($done) changed the partial"
+  restore
+done
+mv "$work/part" "$work/gone" && mkdir "$work/part"
+expect_error "images were written: remove both to start again" "$TARNN" "${R[@]}"
+rm -rf "$work/part" && mv "$work/gone" "$work/part"
 expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" -o "$work/part.png" --batch $B --threads 1 --resume --json
 $PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['resumed_at'] == ${written:-0}))" && ok || bad "--resume did not resume at ${written:-?}: $(cat "$work/out")"
 cmp -s "$work/whole.npy" "$work/part.npy" && ok || bad "--resume: other bytes than an uninterrupted run"

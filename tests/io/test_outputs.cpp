@@ -3,6 +3,7 @@
 // arrays that read back what they wrote (a resumed grid's source), and the resume record.
 #include <filesystem>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "tarnn/tarnn.h"
 #include "test_util.h"
@@ -161,6 +162,79 @@ TEST(Outputs, ResumeRecordCountsAndRefusesAnotherRun) {
             std::string::npos);
   record.finish();
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+// A record is checked before anything is trusted: its fields as a run writes them (a "done" of
+// -5 once truncated the partial output, "32" threw the JSON library's own exception), and the
+// images it counts against its checksum of their bytes (four flipped bytes were kept; a folder
+// emptied since gave 0 new images and exit 0).
+TEST(Outputs, ResumeVerifiesTheRecordAndTheImagesItCounts) {
+  TempDir dir;
+  const std::string path = dir / "run.json", run = R"({"seed": 1, "n": 10})";
+  const ImageSet all = images(6);
+  {
+    ResumeRecord record(path, run);
+    auto npy = npy_sink(dir / "a.npy", 10, 5, 4, 2);
+    npy->add(slice(all, 0, 4)), record.add(slice(all, 0, 4));
+    npy->add(slice(all, 4, 2)), record.add(slice(all, 4, 2));
+  } // interrupted
+  auto verify = [&] {
+    return error_of([&] {
+      ResumeRecord r(path, run);
+      const int64_t done = r.load();
+      r.verify(*npy_sink(dir / "a.npy", 10, 5, 4, 2, done));
+    });
+  };
+  EXPECT_EQ(verify(), "(no error)");
+  // four bytes flipped inside a finished image
+  const std::string partial = dir / "a.npy.partial";
+  std::vector<char> bytes = read_file(partial);
+  for (size_t i = bytes.size() - 50; i < bytes.size() - 46; ++i)
+    bytes[i] = char(~bytes[i]);
+  write_file(partial, bytes);
+  EXPECT_NE(verify().find("the 6 images written before are not those its record"),
+            std::string::npos)
+      << verify();
+  // every field as a run writes it, refused before the partial is touched
+  const std::vector<char> good = read_file(path);
+  const auto j = nlohmann::json::parse(good.begin(), good.end());
+  for (const nlohmann::json &done : {nlohmann::json(-5), nlohmann::json("32"), nlohmann::json(11),
+                                     nlohmann::json(2.5), nlohmann::json(nullptr)}) {
+    nlohmann::json bad = j;
+    bad["done"] = done;
+    const std::string text = bad.dump();
+    write_file(path, std::vector<char>(text.begin(), text.end()));
+    EXPECT_NE(error_of([&] {
+                ResumeRecord(path, run).load();
+              }).find("\"done\" must be a whole number of images in [0, 10] (got " + done.dump()),
+              std::string::npos)
+        << done;
+  }
+  for (const nlohmann::json &sum : {nlohmann::json("12"), nlohmann::json(7), nlohmann::json()}) {
+    nlohmann::json bad = j;
+    if (sum.is_null())
+      bad.erase("checksum");
+    else
+      bad["checksum"] = sum;
+    const std::string text = bad.dump();
+    write_file(path, std::vector<char>(text.begin(), text.end()));
+    EXPECT_NE(error_of([&] {
+                ResumeRecord(path, run).load();
+              }).find("\"checksum\" must be 16 hex digits"),
+              std::string::npos)
+        << sum;
+  }
+  EXPECT_EQ(read_file(partial), bytes); // untouched by every refusal
+  // a folder's record over images that are not there
+  const std::string folder = dir / "imgs", fpath = dir / "folder.json";
+  ResumeRecord(fpath, run).add(images(3));
+  const std::string missing = error_of([&] {
+    ResumeRecord r(fpath, run);
+    const int64_t done = r.load();
+    r.verify(*png_folder_sink(folder, 5, 4, 2, image_png_name, done));
+  });
+  EXPECT_NE(missing.find("00000000.png"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("says 3 images were written"), std::string::npos) << missing;
 }
 
 TEST(Outputs, EachOutputIsCheckedBeforeAnyWork) {
