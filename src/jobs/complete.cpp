@@ -18,14 +18,12 @@ int64_t parse_index(const std::string &s, const std::string &token) {
   return std::stoll(s);
 }
 
-} // namespace
-
-int64_t index_list_size(const std::string &spec) {
+// Each range "A-B" (or single index "A") of a comma-separated --index, in order: f(first, last,
+// the token), a range checked to run forwards.
+template <class F> void for_each_range(const std::string &spec, F f) {
   if (spec.empty())
     throw Error("--index is empty (examples: 3, 0-15, 0,5,9-12)");
-  int64_t n = 0;
-  size_t at = 0;
-  while (true) {
+  for (size_t at = 0;;) {
     const size_t comma = spec.find(',', at);
     const std::string token = spec.substr(at, comma == std::string::npos ? comma : comma - at);
     const size_t dash = token.find('-');
@@ -34,29 +32,27 @@ int64_t index_list_size(const std::string &spec) {
         dash == std::string::npos ? first : parse_index(token.substr(dash + 1), token);
     if (last < first)
       throw Error("--index: range '" + token + "' runs backwards");
-    n = std::min<int64_t>(n + (last - first + 1), INT64_MAX / 2); // indices < 10^18: no overflow
+    f(first, last);
     if (comma == std::string::npos)
       break;
     at = comma + 1;
   }
+}
+
+} // namespace
+
+int64_t index_list_size(const std::string &spec) {
+  int64_t n = 0;
+  for_each_range(spec, [&](int64_t first, int64_t last) {
+    n = std::min<int64_t>(n + (last - first + 1), INT64_MAX / 2); // indices < 10^18: no overflow
+  });
   return n;
 }
 
 std::vector<int64_t> parse_index_list(const std::string &spec, int64_t count) {
-  if (spec.empty())
-    throw Error("--index is empty (examples: 3, 0-15, 0,5,9-12)");
   std::vector<int64_t> out;
   std::set<int64_t> seen;
-  size_t at = 0;
-  while (true) {
-    const size_t comma = spec.find(',', at);
-    const std::string token = spec.substr(at, comma == std::string::npos ? comma : comma - at);
-    const size_t dash = token.find('-');
-    const int64_t first = parse_index(token.substr(0, dash), token);
-    const int64_t last =
-        dash == std::string::npos ? first : parse_index(token.substr(dash + 1), token);
-    if (last < first)
-      throw Error("--index: range '" + token + "' runs backwards");
+  for_each_range(spec, [&](int64_t first, int64_t last) {
     if (last >= count) // checked before expanding, so a huge range costs nothing
       throw Error("--index: image " + std::to_string(last) + " is out of range: the file holds " +
                   std::to_string(count) + (count == 1 ? " image (index 0)" : " images (0-") +
@@ -66,10 +62,7 @@ std::vector<int64_t> parse_index_list(const std::string &spec, int64_t count) {
         throw Error("--index: image " + std::to_string(i) + " is chosen twice");
       out.push_back(i);
     }
-    if (comma == std::string::npos)
-      break;
-    at = comma + 1;
-  }
+  });
   return out;
 }
 
