@@ -3,29 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "../base/util.h"
 #include "tarnn/io.h"
 
 namespace tarnn::cli {
 
 namespace {
-
-// Optimal string alignment distance: insertions, deletions, substitutions and swaps of
-// neighbours ("sampel" is 1 from "sample") each count one.
-size_t edit_distance(const std::string &a, const std::string &b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i)
-    d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j)
-    d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i)
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min(
-          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[a.size()][b.size()];
-}
 
 std::string without_dashes(const std::string &s) { return s.substr(s.find_first_not_of('-')); }
 

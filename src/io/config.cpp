@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "../base/util.h"
 #include "files.h"
 #include "json_limits.h"
 #include "tarnn/config.h"
@@ -22,23 +23,6 @@ constexpr const char *kKnownKeys[] = {
     "format_version", "model_type", "height", "width",      "channels", "n_layers", "n_heads",
     "d_head",         "d_model",    "d_ff",   "activation", "mixtures", "attention"};
 constexpr const char *kModelType = "tarnn-image-transformer";
-
-// Levenshtein distance, for "did you mean".
-size_t edit_distance(const std::string &a, const std::string &b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j)
-    row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
 
 void check_keys(const std::string &path, const json &j) {
   for (const auto &item : j.items()) {
