@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Fuzz the file parsers (tests/fuzz: the safetensors/config loader, the IDX and PNG readers, the
-# mask reader, and tarnn serve's request bodies) with libFuzzer under ASan+UBSan, for as long as asked:
-#   tools/fuzz.sh [SECONDS] [loader|images|mask|serve_request ...]  (default 600 s each, all)
+# Fuzz the file parsers (tests/fuzz: the safetensors/config loader, the IDX, .npy and PNG readers,
+# the mask reader, sample --resume's record and partial .npy, and tarnn serve's request bodies)
+# with libFuzzer under ASan+UBSan, for as long as asked:
+#   tools/fuzz.sh [SECONDS] [loader|images|mask|resume|serve_request ...]  (default 600 s each, all)
 # FUZZ_TIMEOUT=S: the seconds one input may take before it counts as a hang (default 10; more
 # when the fuzzer shares a loaded machine).
 # Builds build-fuzz (clang) first. New inputs go to build-fuzz/fuzz-corpus-NAME, findings (crash-*,
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-600}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(loader images mask serve_request)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(loader images mask resume serve_request)
 command -v clang++ >/dev/null || { echo "fuzz.sh: needs clang (Debian: clang libclang-rt-14-dev)" >&2; exit 2; }
 # one configure and build at a time: two fuzz.sh side by side share build-fuzz/
 mkdir -p build-fuzz

@@ -34,10 +34,18 @@ ImageSet read_images(const std::string &path);
 void write_file_atomic(const std::string &path, const void *data, size_t size);
 void write_file_atomic(const std::string &path, const std::string &text);
 
+// Before the first image: the disk holding `path` (a folder, or a file whose folder exists) has
+// room for `bytes` more bytes and `files` more files, where its filesystem can say (statvfs).
+// Error naming both figures otherwise: a run that cannot fit is refused before any work, not
+// after it.
+void check_free_space(const std::string &path, uint64_t bytes, uint64_t files = 0);
+
 // A NumPy .npy of uint8 images (n, h, w, c), filled in order, chunk by chunk, without holding them:
 // the data goes to PATH.partial, which becomes PATH (synced, renamed) only when all n are in. An
 // interrupted run leaves PATH.partial with its first images complete; opened again with
-// resume_from = k (the images known to be in it), it continues after the k-th.
+// resume_from = k (the images known to be in it), it continues after the k-th. It holds the
+// output's lock (a second writer of PATH is refused) and checks the disk has room for the whole
+// array before the first image; a writer refused leaves no PATH.partial it made.
 class NpyWriter {
 public:
   NpyWriter(const std::string &path, int64_t n, int height, int width, int channels,
@@ -57,6 +65,8 @@ public:
   std::string partial() const { return path_ + ".partial"; }
 
 private:
+  // After the lock: the free space, then a new array's header, or a resumed one's checks.
+  void start(const std::string &head, int64_t resume_from, int64_t size);
   std::string path_;
   int64_t n_, per_image_, done_ = 0;
   size_t header_ = 0;

@@ -74,8 +74,12 @@ public:
 // image until then. Checks the layout, the grid's size and the path at once.
 std::unique_ptr<ImageSink> grid_sink(const std::string &path, int64_t n, int height, int width,
                                      int channels, const GridLayout &layout = {});
+// Before the first image: room for `images` more PNGs in `dir` (check_free_space: as many files,
+// and bytes for the smallest PNG each, since their compressed size is not known before).
+void check_folder_space(const std::string &dir, int64_t images);
 // One PNG per image in `dir` (made at once), named name(i) for the i-th image of the run;
 // resume_from > 0: the first that many are in the folder already, and the next added is that one.
+// It locks the folder while it lives: a second run writing into it is refused (Error).
 std::unique_ptr<ImageSink> png_folder_sink(const std::string &dir, int height, int width,
                                            int channels, std::function<std::string(int64_t)> name,
                                            int64_t resume_from = 0);

@@ -68,6 +68,8 @@ int run_complete(const CompleteArgs &a) {
   check_picture(picture.height, picture.width, picture.channels, a.grid.scale);
   std::unique_ptr<ImageSink> each; // --out-dir: completion k of image index[i] as INDEX-K.png
   if (!a.out_dir.empty())
+    check_folder_space(a.out_dir, n * a.samples);
+  if (!a.out_dir.empty())
     each = png_folder_sink(a.out_dir, c.height, c.width, c.channels, [&](int64_t i) {
       return completion_png_name(index[size_t(i / a.samples)], int(i % a.samples));
     });

@@ -87,6 +87,8 @@ struct Outputs {
                                                                 {"shape", {H, W, C}}}
                                                      .dump());
     start = a.resume ? record->load() : 0;
+    if (!a.out_dir.empty())
+      check_folder_space(a.out_dir, a.n - start); // (an .npy checks its own: its size is known)
     std::vector<ImageSink *> streamed; // what a resumed run checks, and its grid reads back
     if (!a.out_dir.empty())
       streamed.push_back(
@@ -126,13 +128,23 @@ int run_sample(SampleArgs a) {
   Outputs outputs(a, model, engine);
   const int64_t start = outputs.start, todo = a.n - start;
   const auto t0 = std::chrono::steady_clock::now();
+  int64_t written = 0; // images of this invocation on the disk and in the record
   try {
     run_in_batches(
         todo, engine.batch_for(a.n), positions, bar,
         [&](int64_t first, int64_t count, const Progress &p) {
           return sample_images(engine, count, a.seed, a.first + start + first, p);
         },
-        [&](const ImageSet &images) { outputs.add(images); });
+        [&](const ImageSet &images) {
+          outputs.add(images);
+          written += images.count;
+        });
+  } catch (const Error &e) { // a write that failed (a full disk): what was written is kept
+    if (!outputs.resumable || start + written == 0 || e.kind() != Error::Kind::File)
+      throw;
+    throw Error(std::string(e.what()) + "; the " + std::to_string(start + written) +
+                    " images written before are kept: the same command with --resume goes on",
+                e.kind());
   } catch (const Interrupted &i) {
     if (outputs.resumable)
       std::fprintf(stderr,

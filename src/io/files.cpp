@@ -9,7 +9,9 @@
 #include <cstring>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "../base/util.h"
@@ -19,10 +21,33 @@
 
 namespace tarnn {
 
-namespace {
-
 std::string os_error(const std::string &path, const char *what) {
   return path + ": " + what + ": " + std::strerror(errno);
+}
+
+void lock_output(int fd, const std::string &path) {
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR)
+      continue;
+    if (errno == EWOULDBLOCK)
+      throw Error(path + ": another tarnn run is writing it (one run per output at a time: wait " +
+                      "for it to end, or write elsewhere)",
+                  Error::Kind::File);
+    return; // a filesystem without locks: nothing to hold, and nothing to refuse
+  }
+}
+
+namespace {
+
+// "313.6 kB", "7.84 GB": a size for a message.
+std::string size_text(double bytes) {
+  const char *units[] = {"bytes", "kB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  for (; bytes >= 1000 && u < 5; ++u)
+    bytes /= 1000;
+  char text[32];
+  std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.3g %s", bytes, units[u]);
+  return text;
 }
 
 std::string name_of(const std::string &path) {
@@ -100,6 +125,25 @@ void remove_temporaries_on_signals() {
     sigemptyset(&sa.sa_mask);
     ::sigaction(sig, &sa, nullptr);
   }
+}
+
+void check_free_space(const std::string &path, uint64_t bytes, uint64_t files) {
+  struct stat st {};
+  const std::string where =
+      ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? path : folder_of(path);
+  struct statvfs fs {};
+  if (::statvfs(where.c_str(), &fs) != 0)
+    return; // the filesystem cannot say: the writes will
+  const double free_bytes = double(fs.f_bavail) * double(fs.f_frsize);
+  if (double(bytes) > free_bytes)
+    throw Error(path + ": needs " + size_text(double(bytes)) + " and its disk has " +
+                    size_text(free_bytes) + " free: free some space, or write it elsewhere",
+                Error::Kind::File);
+  if (fs.f_files > 0 && files > uint64_t(fs.f_favail)) // f_files 0: no fixed count of files
+    throw Error(path + ": needs " + std::to_string(files) + " new files and its disk has room " +
+                    "for " + std::to_string(uint64_t(fs.f_favail)) + ": free some, or write it " +
+                    "elsewhere",
+                Error::Kind::File);
 }
 
 std::vector<uint8_t> read_file(const std::string &path) {

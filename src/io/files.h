@@ -7,6 +7,15 @@
 
 namespace tarnn {
 
+// "PATH: WHAT: " and errno's text, for the Error of a failed system call.
+std::string os_error(const std::string &path, const char *what);
+
+// Takes the lock of one output on `fd`, an open file or folder: flock, exclusive, not waiting, held
+// until fd is closed (or the process ends, however it ends). Error naming `path` when another
+// open of it (another tarnn, or this one) holds it: two runs writing one output would overwrite
+// each other's images, and the record one leaves would block the next resume.
+void lock_output(int fd, const std::string &path);
+
 // The whole file; Error naming the path and the reason (missing, a folder, unreadable).
 std::vector<uint8_t> read_file(const std::string &path);
 

@@ -1,6 +1,7 @@
 // NumPy .npy files of uint8 images (format version 1.0: a magic, a little-endian header length,
 // a Python dict literal, padding to 64 bytes, then the data in C order): read for score, written
 // chunk by chunk for sample --npy (include/tarnn/io.h: NpyWriter).
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -17,10 +18,6 @@ namespace tarnn {
 namespace {
 
 const char kMagic[] = "\x93NUMPY";
-
-std::string os_error(const std::string &path, const char *what) {
-  return path + ": " + what + ": " + std::strerror(errno);
-}
 
 // The header (magic to newline) of a (n, h, w, c) uint8 array, padded to a multiple of 64.
 std::string npy_header(int64_t n, int h, int w, int c) {
@@ -122,24 +119,42 @@ NpyWriter::NpyWriter(const std::string &path, int64_t n, int height, int width, 
   const bool exists = ::stat(part.c_str(), &st) == 0;
   if (resume_from > 0 && !exists)
     throw Error(part + ": not there to resume from", Error::Kind::File);
+  // Opened without truncating and locked before anything is read or written: a second run on the
+  // same output (resumed or not) is refused here, before it touches the first one's images.
+  fd_ =
+      ::open(part.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | (resume_from > 0 ? 0 : O_CREAT), 0666);
+  if (fd_ < 0)
+    throw Error(os_error(part, resume_from > 0 ? "cannot open to resume" : "cannot write"),
+                Error::Kind::File);
+  try {
+    lock_output(fd_, path_);
+    start(head, resume_from, exists ? int64_t(st.st_size) : 0);
+  } catch (...) {
+    ::close(fd_);
+    fd_ = -1;
+    if (!exists) // made here: nothing of it is left behind
+      ::unlink(part.c_str());
+    throw;
+  }
+}
+
+void NpyWriter::start(const std::string &head, int64_t resume_from, int64_t size) {
+  const std::string part = partial();
+  const int64_t total = int64_t(header_) + n_ * per_image_;
+  // the whole array's size is known: a disk it cannot fit is found now, not after the work
+  check_free_space(part, uint64_t(std::max<int64_t>(total - size, 0)));
   if (resume_from > 0) {
-    fd_ = ::open(part.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (fd_ < 0)
-      throw Error(os_error(part, "cannot open to resume"), Error::Kind::File);
     std::string on_disk(header_, '\0');
     if (::pread(fd_, on_disk.data(), header_, 0) != ssize_t(header_) || on_disk != head)
       throw Error(part + ": not the partial output of this run (another shape or not a .npy)");
-    const int64_t have = (int64_t(st.st_size) - int64_t(header_)) / per_image_;
-    if (have < resume_from || resume_from > n)
+    const int64_t have = (size - int64_t(header_)) / per_image_;
+    if (have < resume_from || resume_from > n_)
       throw Error(part + ": holds " + std::to_string(have) + " images, fewer than the " +
                   std::to_string(resume_from) + " its run recorded");
     done_ = resume_from; // images past it (written, not yet recorded) are written again
     return;
   }
-  fd_ = ::open(part.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
-  if (fd_ < 0)
-    throw Error(os_error(part, "cannot write"), Error::Kind::File);
-  if (::write(fd_, head.data(), head.size()) != ssize_t(head.size()))
+  if (::ftruncate(fd_, 0) != 0 || ::write(fd_, head.data(), head.size()) != ssize_t(head.size()))
     throw Error(os_error(part, "cannot write"), Error::Kind::File);
 }
 

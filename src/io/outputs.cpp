@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../base/util.h"
+#include "files.h"
 #include "json_limits.h"
 #include "tarnn/error.h"
 
@@ -162,7 +164,19 @@ public:
       : dir_(dir), height_(height), width_(width), channels_(channels), name_(std::move(name)),
         added_(std::max<int64_t>(resume_from, 0)) {
     make_output_folder(dir);
+    fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_ < 0)
+      throw Error(os_error(dir, "cannot open the output folder"), Error::Kind::File);
+    try {
+      lock_output(fd_, dir); // the folder's images are this run's alone while it lasts
+    } catch (...) {
+      ::close(fd_);
+      throw;
+    }
   }
+  ~PngFolderSink() override { ::close(fd_); }
+  PngFolderSink(const PngFolderSink &) = delete;
+  PngFolderSink &operator=(const PngFolderSink &) = delete;
   void add(const ImageSet &images) override {
     for (int64_t i = 0; i < images.count; ++i)
       write_png(path(added_ + i), width_, height_, channels_, images.image(i));
@@ -187,6 +201,7 @@ private:
   int height_, width_, channels_;
   std::function<std::string(int64_t)> name_;
   int64_t added_; // images in the folder: the next one added is added_
+  int fd_ = -1;   // the folder, open while the sink lives: its lock
 };
 
 class NpySink : public ImageSink {
@@ -213,6 +228,13 @@ private:
 std::unique_ptr<ImageSink> grid_sink(const std::string &path, int64_t n, int height, int width,
                                      int channels, const GridLayout &layout) {
   return std::make_unique<GridSink>(path, n, height, width, channels, layout);
+}
+
+void check_folder_space(const std::string &dir, int64_t images) {
+  // A PNG's compressed size is not known before it is drawn: the smallest a PNG can be (its
+  // signature, IHDR, one IDAT and IEND chunks: 67 bytes) is the bound, and each is a file.
+  constexpr uint64_t kSmallestPng = 67;
+  check_free_space(dir, uint64_t(images) * kSmallestPng, uint64_t(images));
 }
 
 std::unique_ptr<ImageSink> png_folder_sink(const std::string &dir, int height, int width,

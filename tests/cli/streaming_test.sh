@@ -94,6 +94,18 @@ done
 mv "$work/part" "$work/gone" && mkdir "$work/part"
 expect_error "images were written: remove both to start again" "$TARNN" "${R[@]}"
 rm -rf "$work/part" && mv "$work/gone" "$work/part"
+# two runs on one output: the second is refused at once and touches nothing, whichever output
+# another process holds (flock(1) takes the lock a running tarnn holds; two resumes once raced)
+for held in "$work/part.npy.partial" "$work/part"; do
+  rm -f "$work/held"
+  flock "$held" -c "touch '$work/held'; sleep 60" &
+  holder=$!
+  for _ in $(seq 400); do [ -e "$work/held" ] && break; sleep 0.05; done
+  expect_error "${held%.partial}: another tarnn run is writing it" "$TARNN" "${R[@]}"
+  kill -- -$holder 2>/dev/null
+  wait $holder 2>/dev/null
+  cmp -s "$work/part.npy.partial" "$work/keep/part.npy.partial" && cmp -s "$work/part.npy.partial.json" "$work/keep/part.npy.partial.json" && ok || bad "a run refused by the lock on $held changed the output"
+done
 expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" -o "$work/part.png" --batch $B --threads 1 --resume --json
 $PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['resumed_at'] == ${written:-0}))" && ok || bad "--resume did not resume at ${written:-?}: $(cat "$work/out")"
 cmp -s "$work/whole.npy" "$work/part.npy" && ok || bad "--resume: other bytes than an uninterrupted run"

@@ -116,12 +116,14 @@ TEST(Outputs, PngFolderNamesEachImageAndReadsThemBack) {
   TempDir dir;
   const ImageSet all = images(5);
   const std::string out = dir / "imgs";
-  auto folder = png_folder_sink(out, 5, 4, 2, [](int64_t i) { return image_png_name(100 + i); });
-  EXPECT_TRUE(std::filesystem::is_directory(out)); // made at once, before any image
-  folder->add(slice(all, 0, 2));
-  folder->add(slice(all, 2, 3));
-  EXPECT_TRUE(std::filesystem::exists(out + "/00000104.png"));
-  EXPECT_EQ(folder->read_back(5).bytes, all.bytes);
+  {
+    auto folder = png_folder_sink(out, 5, 4, 2, [](int64_t i) { return image_png_name(100 + i); });
+    EXPECT_TRUE(std::filesystem::is_directory(out)); // made at once, before any image
+    folder->add(slice(all, 0, 2));
+    folder->add(slice(all, 2, 3));
+    EXPECT_TRUE(std::filesystem::exists(out + "/00000104.png"));
+    EXPECT_EQ(folder->read_back(5).bytes, all.bytes);
+  } // interrupted
   // a resumed folder goes on at the image after those already in it
   auto resumed = png_folder_sink(
       out, 5, 4, 2, [](int64_t i) { return image_png_name(100 + i); }, 5);
@@ -143,6 +145,50 @@ TEST(Outputs, NpyInChunksAndResumed) {
   npy->add(slice(all, 4, 2));
   npy->finish();
   EXPECT_EQ(read_images(dir / "a.npy").bytes, all.bytes);
+}
+
+// One run per output: a second writer of a folder or an array (another process, or this one) is
+// refused at once and touches nothing (two resumes of one output once raced, and the record one
+// left blocked the next resume); the lock goes with the writer.
+TEST(Outputs, ASecondWriterOfAnOutputIsRefused) {
+  TempDir dir;
+  const std::string out = dir / "imgs", npy = dir / "a.npy";
+  auto name = [](int64_t i) { return image_png_name(i); };
+  {
+    auto folder = png_folder_sink(out, 5, 4, 2, name);
+    folder->add(images(2));
+    EXPECT_EQ(error_of([&] { png_folder_sink(out, 5, 4, 2, name, 2); }),
+              out + ": another tarnn run is writing it (one run per output at a time: wait for it "
+                    "to end, or write elsewhere)");
+    auto array = npy_sink(npy, 6, 5, 4, 2);
+    array->add(images(2));
+    EXPECT_NE(error_of([&] { npy_sink(npy, 6, 5, 4, 2); }).find(npy + ": another tarnn run"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { npy_sink(npy, 6, 5, 4, 2, 2); }).find(npy + ": another tarnn run"),
+              std::string::npos);
+    EXPECT_EQ(array->read_back(2).bytes, images(2).bytes); // not truncated by the refused ones
+  }
+  auto resumed = npy_sink(npy, 6, 5, 4, 2, 2); // the first gone: its lock with it
+  EXPECT_EQ(resumed->read_back(2).bytes, images(2).bytes);
+  png_folder_sink(out, 5, 4, 2, name, 2);
+}
+
+// The size of an array is known before the first image, and so is the count of a folder's files:
+// a disk they cannot fit refuses the run before any work (a 400-image --npy on a 256 KiB disk
+// once failed after 51 s of work and left its partial filling the disk).
+TEST(Outputs, ADiskTooSmallIsFoundBeforeTheFirstImage) {
+  TempDir dir;
+  const std::string npy = dir / "big.npy";
+  const std::string error = error_of([&] { npy_sink(npy, int64_t(1) << 40, 64, 64, 4); });
+  EXPECT_NE(error.find(npy + ".partial: needs 18 PB and its disk has "), std::string::npos)
+      << error;
+  EXPECT_NE(error.find(" free: free some space, or write it elsewhere"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(npy + ".partial")); // nothing of it left behind
+  EXPECT_NE(
+      error_of([&] { check_folder_space(dir.path.string(), int64_t(1) << 60); }).find("needs "),
+      std::string::npos);
+  check_free_space(dir / "small.npy", 1000, 10); // room: no error
+  check_folder_space(dir.path.string(), 1000);
 }
 
 TEST(Outputs, ResumeRecordCountsAndRefusesAnotherRun) {
