@@ -21,7 +21,15 @@ full_disk() {
   expect_error "$fs/grid.png: cannot write: No space left on device" "$TARNN" sample --model "$SMALL" -n 8000 --seed 1 -o "$fs/grid.png"
   cmp -s "$fs/grid.png" "$work/grid-before.png" && ok || bad "the previous grid was replaced"
   no_temporaries "$fs" "full disk, grid"
-  expect_error "No space left on device" "$TARNN" sample --model "$SMALL" -n 8000 --out-dir "$fs/d"
+  # a run whose outputs cannot fit is refused before the first image (a --npy of 400 images on a
+  # 256 KiB disk once failed after 51 s of work, leaving its .partial filling the disk)
+  expect_error "$fs/big.npy.partial: needs 320 kB and its disk has " "$TARNN" sample --model "$SMALL" -n 8000 --npy "$fs/big.npy"
+  [ ! -e "$fs/big.npy.partial" ] && ok || bad "a refused --npy left its .partial"
+  expect_error "$fs/d: needs 536 kB and its disk has " "$TARNN" sample --model "$SMALL" -n 8000 --out-dir "$fs/d"
+  # one that fits the first check but fills the disk as it goes (a PNG takes a page of tmpfs):
+  # the OS's error, and the finished images kept for --resume
+  expect_error "No space left on device" "$TARNN" sample --model "$SMALL" -n 200 --batch 4 --out-dir "$fs/d"
+  grep -qE "; the [0-9]+ images written before are kept: the same command with --resume goes on$" "$work/err" && ok || bad "a full disk mid-run: $(cat "$work/err")"
   if [ -n "$(find "$fs/d" -type f -size 0)" ]; then bad "0-byte images in --out-dir"; else ok; fi
   no_temporaries "$fs/d" "full disk, --out-dir"
   rm -rf "$fs/d" "$fs"/*.png
