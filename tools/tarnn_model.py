@@ -23,9 +23,96 @@ MNIST_CONFIG = dict(height=28, width=28, channels=1, n_layers=8, n_heads=8, d_he
 
 CONFIG_KEYS = ("height", "width", "channels", "n_layers", "n_heads", "d_head", "d_model", "d_ff",
                "activation", "mixtures", "attention")
+OPTIONAL_KEYS = ("feature_map",)  # linear attention's phi; absent: elu + 1 (SPEC section 1)
 FILE_KEYS = ("format_version", "model_type")  # config.json's own, beside the model's
 ATTENTIONS = ("linear", "softmax")
 ACTIVATIONS = ("relu", "gelu")
+
+# SPEC section 1, "Feature maps": each kind, the fast-transformers class it is, and the parameters
+# config.json may give it (the class's own arguments). Random-feature maps store their matrix
+# omega; how it was drawn (orthogonal, redraw, deterministic_eval) does not change what a stored
+# omega computes, so those are taken and not used.
+FEATURE_MAPS = {
+    "elu+1": ("elu_feature_map", ()),
+    "relu": ("ActivationFunctionFeatureMap(torch.relu)", ()),
+    "random_fourier": ("RandomFourierFeatures", ("n_dims", "softmax_temp")),
+    "smoothed_random_fourier": ("SmoothedRandomFourierFeatures",
+                                ("n_dims", "softmax_temp", "smoothing")),
+    "favor": ("Favor", ("n_dims", "softmax_temp", "stabilize")),
+    "generalized_random": ("GeneralizedRandomFeatures", ("n_dims", "softmax_temp", "kernel_fn")),
+}
+DRAWING_KEYS = ("orthogonal", "redraw", "deterministic_eval")
+KERNEL_FNS = ("relu", "elu+1")  # generalized_random's kernel_fn
+
+
+def feature_map_of(cfg):
+    """config.json's feature_map with every parameter the kind uses, the library's defaults filled
+    in; a ValueError names anything else (what src/io/config.cpp refuses)."""
+    d = cfg["d_head"]
+    fm = cfg.get("feature_map")
+    if fm is None:
+        fm = {"kind": "elu+1"}
+    if not isinstance(fm, dict) or not isinstance(fm.get("kind"), str):
+        raise ValueError("feature_map must be an object with a \"kind\"")
+    kind = fm["kind"]
+    if kind not in FEATURE_MAPS:
+        raise ValueError(f"feature map {kind!r} is not supported ({', '.join(FEATURE_MAPS)})")
+    allowed = FEATURE_MAPS[kind][1] + (DRAWING_KEYS if FEATURE_MAPS[kind][1] else ())
+    for key in fm:
+        if key != "kind" and key not in allowed:
+            raise ValueError(f"feature map {kind!r} takes no {key!r}"
+                             + (f" (it takes {', '.join(allowed)})" if allowed else ""))
+    out = {"kind": kind}
+    if kind in ("elu+1", "relu"):
+        return out
+    n = fm.get("n_dims", d)
+    if not isinstance(n, int) or isinstance(n, bool) or not 2 <= n <= 4096:
+        raise ValueError(f"feature map n_dims must be a whole number in [2, 4096] (got {n!r})")
+    temp = fm.get("softmax_temp", 1.0 if kind == "generalized_random" else 1 / math.sqrt(d))
+    if isinstance(temp, bool) or not isinstance(temp, (int, float)) or not 0 < temp < 1e6:
+        raise ValueError(f"feature map softmax_temp must be a number in (0, 1e6) (got {temp!r})")
+    out.update(n_dims=n, softmax_temp=float(temp))
+    if kind == "smoothed_random_fourier":
+        s = fm.get("smoothing", 1.0)
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0 <= s < 1e6:
+            raise ValueError(f"feature map smoothing must be a number in [0, 1e6) (got {s!r})")
+        if n < 3:
+            raise ValueError("smoothed_random_fourier needs n_dims of at least 3")
+        out["smoothing"] = float(s)
+    if kind == "favor":
+        if fm.get("stabilize", False) is not False:
+            raise ValueError("Favor(stabilize=True) is not supported: it subtracts a maximum over "
+                             "the whole sequence, which a model run position by position "
+                             "cannot know (train with stabilize=False)")
+    if kind == "generalized_random":
+        f = fm.get("kernel_fn", "relu")
+        if f not in KERNEL_FNS:
+            raise ValueError(f"generalized_random kernel_fn {f!r} is not supported "
+                             f"({' or '.join(KERNEL_FNS)})")
+        out["kernel_fn"] = f
+    return out
+
+
+def omega_columns(fm):
+    """The columns of a random-feature map's omega [d_head, columns], as the library sizes it;
+    0 for the elementwise maps."""
+    kind = fm["kind"]
+    if kind in ("random_fourier", "favor"):
+        return fm["n_dims"] // 2
+    if kind == "smoothed_random_fourier":
+        return (fm["n_dims"] - 1) // 2
+    if kind == "generalized_random":
+        return fm["n_dims"]
+    return 0
+
+
+def feature_count(fm, d_head):
+    """F, the width of phi(x): the state S is F x d_head and z is F wide."""
+    kind, c = fm["kind"], omega_columns(fm)
+    if kind in ("elu+1", "relu"):
+        return d_head
+    return {"random_fourier": 2 * c, "favor": 2 * c, "smoothed_random_fourier": 2 * c + 1,
+            "generalized_random": c}[kind]
 
 
 def check_config(cfg):
@@ -33,8 +120,9 @@ def check_config(cfg):
     nothing is trained or exported that the engine cannot run: unknown keys, missing ones,
     attentions and activations it does not compute."""
     for key in cfg:
-        if key not in CONFIG_KEYS + FILE_KEYS:
-            near = difflib.get_close_matches(key, CONFIG_KEYS + FILE_KEYS, n=1, cutoff=0)
+        if key not in CONFIG_KEYS + OPTIONAL_KEYS + FILE_KEYS:
+            near = difflib.get_close_matches(key, CONFIG_KEYS + OPTIONAL_KEYS + FILE_KEYS, n=1,
+                                             cutoff=0)
             raise ValueError(f"unknown config key {key!r} (did you mean {near[0]!r}?)")
     for key in CONFIG_KEYS:
         if key not in cfg:
@@ -45,6 +133,10 @@ def check_config(cfg):
     if cfg["activation"] not in ACTIVATIONS:
         raise ValueError(f"activation {cfg['activation']!r} is not supported "
                          f"({' or '.join(ACTIVATIONS)})")
+    if cfg["attention"] == "softmax" and "feature_map" in cfg:
+        raise ValueError("a softmax model has no feature map (feature_map is for linear attention)")
+    if cfg["attention"] == "linear":
+        feature_map_of(cfg)
 
 
 def seq_len(cfg):
@@ -67,6 +159,53 @@ def phi(u):
     return F.elu(u) + 1
 
 
+class FeatureMap(nn.Module):
+    """phi of one head's queries or keys [..., d_head] -> [..., F], as fast-transformers computes
+    the kind (SPEC section 1); a random-feature map holds its omega, one per layer for every head,
+    under the library's name (...attention.inner_attention.feature_map.omega)."""
+
+    def __init__(self, fm, d_head):
+        super().__init__()
+        self.fm = fm
+        if omega_columns(fm):
+            self.register_buffer("omega", torch.zeros(d_head, omega_columns(fm)))
+
+    def draw(self, generator=None):
+        """A new omega from N(0, 1), as the library draws it without orthogonal=True."""
+        if hasattr(self, "omega"):
+            with torch.no_grad():
+                self.omega.copy_(torch.randn(self.omega.shape, generator=generator))
+
+    def forward(self, x):
+        kind, fm = self.fm["kind"], self.fm
+        if kind == "elu+1":
+            return phi(x)
+        if kind == "relu":
+            return F.relu(x)
+        if kind != "generalized_random" or fm["softmax_temp"] != 1.0:
+            x = x * math.sqrt(fm["softmax_temp"])
+        u = x @ self.omega.to(x.dtype)
+        if kind == "generalized_random":
+            return F.relu(u) if fm["kernel_fn"] == "relu" else phi(u)
+        if kind == "favor":
+            offset = (x * x).sum(-1, keepdim=True) * 0.5 + 0.5 * math.log(fm["n_dims"])
+            return torch.cat([torch.exp(u - offset), torch.exp(-u - offset)], -1)
+        m = fm["n_dims"] - (1 if kind == "smoothed_random_fourier" else 0)
+        out = torch.cat([torch.cos(u), torch.sin(u)], -1) * math.sqrt(2 / m)
+        if kind == "smoothed_random_fourier":
+            out = torch.cat([out, torch.full_like(out[..., :1], fm["smoothing"])], -1)
+        return out
+
+
+class InnerAttention(nn.Module):
+    """Only a name: fast-transformers' AttentionLayer holds its LinearAttention as inner_attention,
+    and that holds the feature map, so omega is saved as ...attention.inner_attention.feature_map."""
+
+    def __init__(self, fm, d_head):
+        super().__init__()
+        self.feature_map = FeatureMap(fm, d_head)
+
+
 class PositionalEncoding(nn.Module):
     def __init__(self, n_pos, width):
         super().__init__()
@@ -87,12 +226,12 @@ def causal_numerator(fq, fk, v, chunk=0):
     """
     if chunk <= 0:
         return wide((fq @ fk.transpose(-1, -2)).tril() @ v)
-    n, h, l, d = fq.shape
+    n, h, l, d = v.shape
     pad = -l % chunk
     if pad:
         fq, fk, v = (F.pad(u, (0, 0, 0, pad)) for u in (fq, fk, v))
     blocks = (l + pad) // chunk
-    fq, fk, v = (u.reshape(n, h, blocks, chunk, d) for u in (fq, fk, v))
+    fq, fk, v = (u.reshape(n, h, blocks, chunk, u.shape[-1]) for u in (fq, fk, v))
     intra = wide((fq @ fk.transpose(-1, -2)).tril() @ v)
     kv = wide(fk.transpose(-1, -2) @ v)  # each block's sum of phi(k_j) v_j^T
     S_before = kv.cumsum(2) - kv  # the state entering each block
@@ -142,13 +281,15 @@ class Attention(nn.Module):
     chunk = 0  # > 0: causal_numerator's blocked form (train.py sets it)
     state_format = None  # a --state: the recurrence with S stored so (stored_state_numerator)
 
-    def __init__(self, d_model, n_heads, d_head, kind):
+    def __init__(self, d_model, n_heads, d_head, kind, fm=None):
         super().__init__()
         self.n_heads, self.d_head, self.kind = n_heads, d_head, kind
         self.query_projection = nn.Linear(d_model, n_heads * d_head)
         self.key_projection = nn.Linear(d_model, n_heads * d_head)
         self.value_projection = nn.Linear(d_model, n_heads * d_head)
         self.out_projection = nn.Linear(n_heads * d_head, d_model)
+        if kind == "linear":
+            self.inner_attention = InnerAttention(fm or {"kind": "elu+1"}, d_head)
 
     def forward(self, x):
         n, l, _ = x.shape
@@ -159,7 +300,8 @@ class Attention(nn.Module):
         if self.kind == "linear":
             # a_t = phi(q_t)^T sum_{j<=t} phi(k_j) v_j^T / (phi(q_t)^T sum_{j<=t} phi(k_j) + eps):
             # the causal form of equation 9.
-            fq, fk = phi(q), phi(k)
+            phi_of = self.inner_attention.feature_map
+            fq, fk = phi_of(q), phi_of(k)
             if self.state_format:
                 num = stored_state_numerator(fq.float(), fk.float(), v.float(), self.state_format)
             else:
@@ -181,7 +323,8 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         d = cfg["d_model"]
-        self.attention = Attention(d, cfg["n_heads"], cfg["d_head"], cfg["attention"])
+        fm = feature_map_of(cfg) if cfg["attention"] == "linear" else None
+        self.attention = Attention(d, cfg["n_heads"], cfg["d_head"], cfg["attention"], fm)
         self.linear1 = nn.Linear(d, cfg["d_ff"])
         self.linear2 = nn.Linear(cfg["d_ff"], d)
         self.norm1 = nn.LayerNorm(d)
@@ -343,8 +486,12 @@ def read_safetensors(path):
 
 
 def config_for_file(cfg):
+    """config.json's keys: the model's, and for linear attention its feature map written out with
+    every parameter (the library's defaults filled in), so the folder says what it computes."""
     out = {"format_version": FORMAT_VERSION, "model_type": "tarnn-image-transformer"}
     out.update({k: cfg[k] for k in CONFIG_KEYS})
+    if cfg["attention"] == "linear":
+        out["feature_map"] = feature_map_of(cfg)
     return out
 
 

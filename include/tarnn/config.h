@@ -13,6 +13,40 @@ enum class Act : int { None = 0, Relu = 1, Gelu = 2 };
 
 const char *act_name(Act a); // "none", "relu", "gelu"
 
+// phi, linear attention's feature map: the maps of the paper's library (fast-transformers), by
+// the kind config.json names (docs/SPEC.md section 1, "Feature maps"). The random-feature ones
+// multiply x by a stored matrix omega [d_head, omega_columns()], one per layer for all its heads.
+enum class FeatureMapKind : int {
+  EluPlusOne,            // elu(x) + 1, the paper's (elu_feature_map)
+  Relu,                  // max(x, 0) (ActivationFunctionFeatureMap(torch.relu))
+  RandomFourier,         // sqrt(2/n) [cos u | sin u], u = sqrt(T) x omega (RandomFourierFeatures)
+  SmoothedRandomFourier, // the same with m = n - 1, and a constant feature s last
+  Favor,                 // [exp(u - c) | exp(-u - c)], c = |sqrt(T) x|^2 / 2 + ln(n) / 2
+  GeneralizedRandom,     // f(u), f relu or elu + 1 (GeneralizedRandomFeatures)
+};
+
+const char *feature_map_name(FeatureMapKind k); // "elu+1", "relu", "random_fourier", ...
+
+struct FeatureMap {
+  FeatureMapKind kind = FeatureMapKind::EluPlusOne;
+  int n_dims = 0;            // the library's n_dims (random-feature maps); 0 for elementwise ones
+  double softmax_temp = 1.0; // x is scaled by sqrt(softmax_temp) before omega
+  double smoothing = 1.0;    // smoothed_random_fourier's constant last feature
+  FeatureMapKind kernel_fn = FeatureMapKind::Relu; // generalized_random's f: Relu or EluPlusOne
+
+  bool elementwise() const {
+    return kind == FeatureMapKind::EluPlusOne || kind == FeatureMapKind::Relu;
+  }
+  // The columns of omega as the library sizes it (0: none is stored).
+  int omega_columns() const;
+  // F, the width of phi(x): S is F x d_head and z is F wide.
+  int features(int d_head) const;
+  bool operator==(const FeatureMap &o) const {
+    return kind == o.kind && n_dims == o.n_dims && softmax_temp == o.softmax_temp &&
+           smoothing == o.smoothing && kernel_fn == o.kernel_fn;
+  }
+};
+
 struct Config {
   int format_version = 1;
   int height = 28, width = 28, channels = 1;
@@ -20,16 +54,18 @@ struct Config {
   Act activation = Act::Relu;
   int mixtures = 10;
   std::string attention = "linear";
+  FeatureMap feature_map; // linear attention's phi (absent from config.json: elu + 1)
 
   int bytes_per_image() const { return height * width * channels; } // T
   int positions() const { return bytes_per_image() - 1; }           // L
   int half() const { return d_model / 2; }                          // embedding and P width
   int d_attn() const { return n_heads * d_head; }                   // width of q, k, v
   int d_out() const { return 3 * mixtures; }                        // logits | means | scales
-  // S (d_head^2) and z (d_head) per layer and head: constant in the position. Their bytes depend
+  int features() const { return feature_map.features(d_head); }     // F: phi's width
+  // S (F x d_head) and z (F) per layer and head: constant in the position. Their bytes depend
   // on the state's format: numerics.h, state_bytes_per_image.
   int64_t state_elements_per_image() const {
-    return int64_t(n_layers) * n_heads * (int64_t(d_head) * d_head + d_head);
+    return int64_t(n_layers) * n_heads * (int64_t(features()) * d_head + features());
   }
   int64_t parameter_count() const; // the stored positional table included, as the paper counts
 

@@ -25,6 +25,7 @@ struct LayerWeights {
   Linear out; // out_projection
   Linear ff1, ff2;
   Norm norm1, norm2;
+  std::vector<float> omega; // a random-feature map's [d_head, omega_columns], row-major; else empty
 };
 
 struct Weights {

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -20,8 +21,8 @@ constexpr size_t kMaxConfigBytes = 1 << 20;
 // otherwise leave the real key's value to a default, or describe a model this engine does not
 // compute), refused with the closest known key.
 constexpr const char *kKnownKeys[] = {
-    "format_version", "model_type", "height", "width",      "channels", "n_layers", "n_heads",
-    "d_head",         "d_model",    "d_ff",   "activation", "mixtures", "attention"};
+    "format_version", "model_type", "height", "width",      "channels", "n_layers",  "n_heads",
+    "d_head",         "d_model",    "d_ff",   "activation", "mixtures", "attention", "feature_map"};
 constexpr const char *kModelType = "tarnn-image-transformer";
 
 void check_keys(const std::string &path, const json &j) {
@@ -41,7 +42,154 @@ void check_keys(const std::string &path, const json &j) {
                 " is not a model this engine runs (\"" + kModelType + "\")");
 }
 
+struct FeatureMapRow {
+  FeatureMapKind kind;
+  const char *name;
+  std::vector<const char *> parameters; // config.json's keys for it beside "kind"
+};
+
+// The feature maps this engine computes and the parameters of each, as fast-transformers' classes
+// take them; "orthogonal", "redraw" and "deterministic_eval" say how omega was drawn in training,
+// which does not change what a stored omega computes: taken, not used.
+const FeatureMapRow kFeatureMaps[] = {
+    {FeatureMapKind::EluPlusOne, "elu+1", {}},
+    {FeatureMapKind::Relu, "relu", {}},
+    {FeatureMapKind::RandomFourier, "random_fourier", {"n_dims", "softmax_temp"}},
+    {FeatureMapKind::SmoothedRandomFourier,
+     "smoothed_random_fourier",
+     {"n_dims", "softmax_temp", "smoothing"}},
+    {FeatureMapKind::Favor, "favor", {"n_dims", "softmax_temp", "stabilize"}},
+    {FeatureMapKind::GeneralizedRandom,
+     "generalized_random",
+     {"n_dims", "softmax_temp", "kernel_fn"}},
+};
+constexpr const char *kDrawingKeys[] = {"orthogonal", "redraw", "deterministic_eval"};
+
+const FeatureMapRow &row_of(FeatureMapKind k) {
+  for (const FeatureMapRow &r : kFeatureMaps)
+    if (r.kind == k)
+      return r;
+  throw Error("unknown feature map kind");
+}
+
+std::string feature_map_names() {
+  std::string all;
+  for (const FeatureMapRow &r : kFeatureMaps)
+    all += std::string(all.empty() ? "" : ", ") + r.name;
+  return all;
+}
+
+// config.json's "feature_map": {"kind": ..., parameters}, the library's defaults filled in.
+FeatureMap parse_feature_map(const std::string &path, const json &j, int d_head) {
+  const std::string where = path + ": feature_map";
+  if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string())
+    throw Error(where + " must be an object with a \"kind\" (" + feature_map_names() + ")");
+  const std::string kind = j["kind"].get<std::string>();
+  const FeatureMapRow *row = nullptr;
+  for (const FeatureMapRow &r : kFeatureMaps)
+    if (kind == r.name)
+      row = &r;
+  if (!row)
+    throw Error(where + " \"" + short_text(kind) + "\" is not supported (" + feature_map_names() +
+                ")");
+  FeatureMap fm;
+  fm.kind = row->kind;
+  for (const auto &item : j.items()) {
+    const std::string &key = item.key();
+    const bool known =
+        key == "kind" ||
+        std::find_if(row->parameters.begin(), row->parameters.end(),
+                     [&](const char *p) { return key == p; }) != row->parameters.end() ||
+        (!row->parameters.empty() &&
+         std::find_if(std::begin(kDrawingKeys), std::end(kDrawingKeys),
+                      [&](const char *p) { return key == p; }) != std::end(kDrawingKeys));
+    if (!known)
+      throw Error(where + " \"" + kind + "\" takes no \"" + short_text(key) + "\"");
+  }
+  if (fm.elementwise())
+    return fm;
+  auto number = [&](const char *key, double fallback, double lo, double hi) {
+    if (!j.contains(key))
+      return fallback;
+    const json &v = j[key];
+    if (!v.is_number() || !(v.get<double>() >= lo && v.get<double>() <= hi))
+      throw Error(where + " \"" + key + "\" must be a number in [" + short_text(json(lo).dump()) +
+                  ", " + short_text(json(hi).dump()) + "] (got " + short_text(v.dump()) + ")");
+    return v.get<double>();
+  };
+  if (j.contains("n_dims") && !j["n_dims"].is_number_integer())
+    throw Error(where + " \"n_dims\" must be a whole number (got " +
+                short_text(j["n_dims"].dump()) + ")");
+  fm.n_dims =
+      int(number("n_dims", d_head, fm.kind == FeatureMapKind::SmoothedRandomFourier ? 3 : 2, 4096));
+  // the library's defaults: 1/sqrt(d_head), but 1 for GeneralizedRandomFeatures
+  fm.softmax_temp = number(
+      "softmax_temp", fm.kind == FeatureMapKind::GeneralizedRandom ? 1.0 : 1 / std::sqrt(d_head),
+      1e-30, 1e6);
+  if (!(fm.softmax_temp > 0))
+    throw Error(where + " \"softmax_temp\" must be positive");
+  fm.smoothing = number("smoothing", 1.0, 0, 1e6);
+  if (j.contains("stabilize") && j["stabilize"] != false)
+    throw Error(where + " \"favor\" with \"stabilize\": " + short_text(j["stabilize"].dump()) +
+                " is not supported: it subtracts a maximum over the whole sequence, which a model "
+                "run position by position cannot know (train with stabilize=False)");
+  if (j.contains("kernel_fn")) {
+    const json &f = j["kernel_fn"];
+    if (f == "relu")
+      fm.kernel_fn = FeatureMapKind::Relu;
+    else if (f == "elu+1")
+      fm.kernel_fn = FeatureMapKind::EluPlusOne;
+    else
+      throw Error(where + " \"kernel_fn\" " + short_text(f.dump()) +
+                  " is not supported (relu or elu+1)");
+  }
+  return fm;
+}
+
+json feature_map_json(const FeatureMap &fm) {
+  json j = {{"kind", feature_map_name(fm.kind)}};
+  if (fm.elementwise())
+    return j;
+  j["n_dims"] = fm.n_dims;
+  j["softmax_temp"] = fm.softmax_temp;
+  if (fm.kind == FeatureMapKind::SmoothedRandomFourier)
+    j["smoothing"] = fm.smoothing;
+  if (fm.kind == FeatureMapKind::GeneralizedRandom)
+    j["kernel_fn"] = feature_map_name(fm.kernel_fn);
+  return j;
+}
+
 } // namespace
+
+const char *feature_map_name(FeatureMapKind k) { return row_of(k).name; }
+
+int FeatureMap::omega_columns() const {
+  switch (kind) {
+  case FeatureMapKind::RandomFourier:
+  case FeatureMapKind::Favor:
+    return n_dims / 2;
+  case FeatureMapKind::SmoothedRandomFourier:
+    return (n_dims - 1) / 2;
+  case FeatureMapKind::GeneralizedRandom:
+    return n_dims;
+  default:
+    return 0;
+  }
+}
+
+int FeatureMap::features(int d_head) const {
+  switch (kind) {
+  case FeatureMapKind::RandomFourier:
+  case FeatureMapKind::Favor:
+    return 2 * omega_columns();
+  case FeatureMapKind::SmoothedRandomFourier:
+    return 2 * omega_columns() + 1;
+  case FeatureMapKind::GeneralizedRandom:
+    return omega_columns();
+  default:
+    return d_head;
+  }
+}
 
 Config Config::mnist() { return Config{}; }
 
@@ -140,22 +288,30 @@ Config Config::from_json_file(const std::string &path) {
   c.activation = act == "relu" ? Act::Relu : Act::Gelu;
   c.attention = get_str("attention");
   c.validate(path);
+  if (j.contains("feature_map")) {
+    if (c.attention != "linear")
+      throw Error(path + ": a " + short_text(c.attention) + " model has no feature_map (it is " +
+                  "linear attention's phi)");
+    c.feature_map = parse_feature_map(path, j["feature_map"], c.d_head);
+  }
   return c;
 }
 
 std::string Config::to_json() const {
-  const json j = {{"format_version", format_version},
-                  {"height", height},
-                  {"width", width},
-                  {"channels", channels},
-                  {"n_layers", n_layers},
-                  {"n_heads", n_heads},
-                  {"d_head", d_head},
-                  {"d_model", d_model},
-                  {"d_ff", d_ff},
-                  {"activation", act_name(activation)},
-                  {"mixtures", mixtures},
-                  {"attention", attention}};
+  json j = {{"format_version", format_version},
+            {"height", height},
+            {"width", width},
+            {"channels", channels},
+            {"n_layers", n_layers},
+            {"n_heads", n_heads},
+            {"d_head", d_head},
+            {"d_model", d_model},
+            {"d_ff", d_ff},
+            {"activation", act_name(activation)},
+            {"mixtures", mixtures},
+            {"attention", attention}};
+  if (attention == "linear")
+    j["feature_map"] = feature_map_json(feature_map);
   return j.dump(2);
 }
 

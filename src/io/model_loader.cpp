@@ -144,6 +144,8 @@ Model load_model(const std::string &dir) {
     lw.ff2 = r.linear(p + "linear2", d, c.d_ff);
     lw.norm1 = r.norm(p + "norm1", d);
     lw.norm2 = r.norm(p + "norm2", d);
+    if (const int cols = c.feature_map.omega_columns(); cols > 0) // the library's buffer name
+      lw.omega = r.take(p + "attention.inner_attention.feature_map.omega", {c.d_head, cols});
     w.layers.push_back(std::move(lw));
   }
   w.final_norm = r.norm("transformer.norm", d);
@@ -181,9 +183,19 @@ Model random_model(const Config &c, uint64_t seed) {
       if (i + 1 < h)
         w.pos[size_t(t) * h + i + 1] = float(std::cos(t * f));
     }
-  for (int i = 0; i < c.n_layers; ++i)
-    w.layers.push_back(LayerWeights{linear(3 * c.d_attn(), d), linear(d, c.d_attn()),
-                                    linear(c.d_ff, d), linear(d, c.d_ff), norm(d), norm(d)});
+  std::normal_distribution<float> normal; // omega as the library draws it (not orthogonal)
+  for (int i = 0; i < c.n_layers; ++i) {
+    w.layers.push_back(LayerWeights{linear(3 * c.d_attn(), d),
+                                    linear(d, c.d_attn()),
+                                    linear(c.d_ff, d),
+                                    linear(d, c.d_ff),
+                                    norm(d),
+                                    norm(d),
+                                    {}});
+    w.layers.back().omega.resize(size_t(c.d_head) * c.feature_map.omega_columns());
+    for (float &x : w.layers.back().omega)
+      x = normal(rng);
+  }
   w.final_norm = norm(d);
   w.predictor = linear(c.d_out(), d);
   return m;

@@ -203,6 +203,73 @@ TEST(Loader, BadConfig) {
   EXPECT_LOAD_ERROR(dir.path.string(), "config.json: not a JSON object");
 }
 
+// A model folder says what its linear attention computes (docs/SPEC.md, "Feature maps"): absent,
+// elu + 1 as before; each of fast-transformers' maps by kind with the library's defaults; omega
+// where the map has one, under the library's name; anything else one line naming what is known.
+TEST(Loader, FeatureMapsAreReadOrRefused) {
+  TempDir dir;
+  StFile f;
+  folder(dir, f.bytes());
+  const json cfg = json::parse(read_file(small_golden() + "/config.json"));
+  auto with = [&](const json &fm) {
+    json c = cfg;
+    c["feature_map"] = fm;
+    const std::string s = c.dump();
+    write_file(dir / "config.json", std::vector<char>(s.begin(), s.end()));
+    return dir.path.string();
+  };
+  EXPECT_EQ(load_model(folder(dir, f.bytes())).config.feature_map.kind,
+            FeatureMapKind::EluPlusOne); // an older config: elu + 1
+  EXPECT_EQ(load_model(with({{"kind", "relu"}})).config.features(), 6);
+  EXPECT_LOAD_ERROR(with({{"kind", "relu"}, {"n_dims", 8}}), "\"relu\" takes no \"n_dims\"");
+  EXPECT_LOAD_ERROR(with({{"kind", "exp"}}),
+                    "feature_map \"exp\" is not supported (elu+1, relu, random_fourier, "
+                    "smoothed_random_fourier, favor, generalized_random)");
+  EXPECT_LOAD_ERROR(with("elu+1"), "feature_map must be an object with a \"kind\"");
+  EXPECT_LOAD_ERROR(with({{"kind", "favor"}, {"stabilize", true}}),
+                    "a maximum over the whole sequence");
+  EXPECT_LOAD_ERROR(with({{"kind", "favor"}, {"n_dims", 8.5}}), "\"n_dims\" must be a whole");
+  EXPECT_LOAD_ERROR(with({{"kind", "generalized_random"}, {"kernel_fn", "tanh"}}),
+                    "\"kernel_fn\" \"tanh\" is not supported (relu or elu+1)");
+  // a random-feature map needs its omega: [d_head, n_dims / 2] per layer, the library's name
+  const std::string omega = "transformer.layers.0.attention.inner_attention.feature_map.omega";
+  EXPECT_LOAD_ERROR(with({{"kind", "random_fourier"}, {"n_dims", 10}}),
+                    "missing tensor " + omega + " [6, 5]");
+  json softmax = cfg;
+  softmax["attention"] = "softmax";
+  softmax["feature_map"] = {{"kind", "relu"}};
+  const std::string text = softmax.dump();
+  write_file(dir / "config.json", std::vector<char>(text.begin(), text.end()));
+  EXPECT_LOAD_ERROR(dir.path.string(), "a softmax model has no feature_map");
+  // every kind: its width F and omega's columns as the library sizes them, and its JSON back
+  struct Case {
+    json fm;
+    int features, columns;
+    double temp;
+  } cases[] = {
+      {{{"kind", "random_fourier"}}, 6, 3, 1 / std::sqrt(6.0)},
+      {{{"kind", "random_fourier"}, {"n_dims", 9}, {"orthogonal", true}}, 8, 4, 1 / std::sqrt(6.0)},
+      {{{"kind", "smoothed_random_fourier"}, {"n_dims", 8}, {"smoothing", 0.5}},
+       7,
+       3,
+       1 / std::sqrt(6.0)},
+      {{{"kind", "favor"}, {"n_dims", 12}, {"softmax_temp", 0.25}}, 12, 6, 0.25},
+      {{{"kind", "generalized_random"}, {"n_dims", 5}, {"kernel_fn", "elu+1"}}, 5, 5, 1.0},
+  };
+  for (const Case &k : cases) {
+    const Config c = Config::from_json_file(with(k.fm) + "/config.json");
+    EXPECT_EQ(c.features(), k.features) << k.fm;
+    EXPECT_EQ(c.feature_map.omega_columns(), k.columns) << k.fm;
+    EXPECT_DOUBLE_EQ(c.feature_map.softmax_temp, k.temp) << k.fm;
+    EXPECT_EQ(c.state_elements_per_image(), 2 * 3 * (k.features * 6 + k.features));
+    write_file(dir / "config.json", [&] {
+      const std::string again = c.to_json();
+      return std::vector<char>(again.begin(), again.end());
+    }());
+    EXPECT_EQ(Config::from_json_file(dir / "config.json").feature_map, c.feature_map) << k.fm;
+  }
+}
+
 TEST(Loader, HalfPrecisionFilesConvertOnLoad) {
   TempDir dir;
   const char *py = std::getenv("TARNN_PYTHON"); // ctest sets it: the configured torch Python
