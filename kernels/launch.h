@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bias_act.h"
+#include "feature_map.h"
 #include "state_format.h"
 #include "step_params.h"
 
@@ -17,9 +18,10 @@ namespace tarnn {
 void launch_embedding(float *x, const float *E, const float *P, const uint8_t *cur,
                       const StepParams *p, int rows, int d_model, cudaStream_t s,
                       bool positions = false);
-// state: S in format f (state_format.h), then z; p->t the position (of row 0, with positions)
+// state: S in format f (state_format.h), then z; p->t the position (of row 0, with positions);
+// m: the layer's phi (feature_map.h; its omega in device memory)
 void launch_linear_attention(const float *qkv, void *state, float *att, int rows, int layer,
-                             int n_layers, int n_heads, int d_head, StateFormat f,
+                             int n_layers, int n_heads, const PhiMap &m, StateFormat f,
                              const StepParams *p, cudaStream_t s, bool positions = false);
 void launch_bias_act(float *y, const float *b, int rows, int n, Act a, cudaStream_t s);
 void launch_residual_layernorm(float *x, const float *y, const float *w, const float *nb, int rows,

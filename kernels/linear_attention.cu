@@ -21,32 +21,33 @@ namespace {
 template <int DH, StateFormat F>
 __global__ void __launch_bounds__(256, 4)
     linear_attention_kernel(const float *qkv, void *state, float *att, int rows, int layer,
-                            int n_layers, int n_heads, int d_runtime, const StepParams *p) {
-  const int d = DH > 0 ? DH : d_runtime;
+                            int n_layers, int n_heads, PhiMap m, const StepParams *p) {
+  const int d = DH > 0 ? DH : m.d, n = DH > 0 ? DH : m.features;
   const int t = F == StateFormat::Fp16 ? p->t : 0; // only fp16 scales by the position
-  extern __shared__ float shared[];                // per pair: phi(q), phi(k), old z; d floats each
+  extern __shared__ float shared[];                // per pair: phi(q), phi(k), old z; F floats each
   const int g = threadIdx.y, j = threadIdx.x;
   const int64_t pair = int64_t(blockIdx.x) * blockDim.y + g;
   const bool active = pair < int64_t(rows) * n_heads && j < d;
   const int r = int(pair / n_heads), h = int(pair % n_heads);
   const int A = n_heads * d;
-  float *fq = shared + size_t(g) * 3 * d, *fk = fq + d, *z_old = fk + d;
+  float *fq = shared + size_t(g) * 3 * n, *fk = fq + n, *z_old = fk + n;
   void *S = nullptr;
   float *z = nullptr, v_j = 0.0f;
   ColumnOf<DH, F> col;
   if (active) {
     char *block =
-        static_cast<char *>(state) + state_block_offset(r, layer, h, n_layers, n_heads, d, F);
+        static_cast<char *>(state) + state_block_offset(r, layer, h, n_layers, n_heads, n, d, F);
     S = block;
-    z = reinterpret_cast<float *>(block + state_s_bytes(d, F));
+    z = reinterpret_cast<float *>(block + state_s_bytes(n, d, F));
     if constexpr (DH > 0)
       col.load(j, S); // the longest wait: first
-    attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq, fk, z_old, &v_j);
+    attention_load(j, qkv + size_t(r) * 3 * A, A, h, m, z, fq, fk, z_old, &v_j);
   }
   __syncthreads(); // every thread reaches it: inactive ones only skip the work
   if (!active)
     return;
-  att[size_t(r) * A + h * d + j] = attention_phase2<DH, F>(j, d, v_j, fq, fk, z_old, col, S, z, t);
+  att[size_t(r) * A + h * d + j] =
+      attention_phase2<DH, F>(j, d, n, v_j, fq, fk, z_old, col, S, z, t);
   if constexpr (DH > 0)
     col.store(j, S);
 }
@@ -58,19 +59,19 @@ __global__ void __launch_bounds__(256, 4)
 template <int DH, StateFormat F>
 __global__ void __launch_bounds__(256)
     linear_attention_positions_kernel(const float *qkv, void *state, float *att, int rows,
-                                      int layer, int n_layers, int n_heads, int d_runtime,
+                                      int layer, int n_layers, int n_heads, PhiMap m,
                                       const StepParams *p) {
-  const int d = DH > 0 ? DH : d_runtime;
+  const int d = DH > 0 ? DH : m.d, n = DH > 0 ? DH : m.features;
   const int t0 = F == StateFormat::Fp16 ? p->t : 0; // row r is position t0 + r
-  extern __shared__ float shared[];                 // phi(q), phi(k), old z; d floats each
+  extern __shared__ float shared[];                 // phi(q), phi(k), old z; F floats each
   const int j = threadIdx.x, h = blockIdx.x;
   const bool active = j < d;
   const int A = n_heads * d;
-  float *fq = shared, *fk = fq + d, *z_old = fk + d;
+  float *fq = shared, *fk = fq + n, *z_old = fk + n;
   char *block =
-      static_cast<char *>(state) + state_block_offset(0, layer, h, n_layers, n_heads, d, F);
+      static_cast<char *>(state) + state_block_offset(0, layer, h, n_layers, n_heads, n, d, F);
   void *S = block;
-  float *z = reinterpret_cast<float *>(block + state_s_bytes(d, F));
+  float *z = reinterpret_cast<float *>(block + state_s_bytes(n, d, F));
   ColumnOf<DH, F> col;
   if constexpr (DH > 0)
     if (active)
@@ -78,11 +79,11 @@ __global__ void __launch_bounds__(256)
   for (int r = 0; r < rows; ++r) {
     float v_j = 0.0f;
     if (active)
-      attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq, fk, z_old, &v_j);
+      attention_load(j, qkv + size_t(r) * 3 * A, A, h, m, z, fq, fk, z_old, &v_j);
     __syncthreads();
     if (active)
       att[size_t(r) * A + h * d + j] =
-          attention_phase2<DH, F>(j, d, v_j, fq, fk, z_old, col, S, z, t0 + r);
+          attention_phase2<DH, F>(j, d, n, v_j, fq, fk, z_old, col, S, z, t0 + r);
     __syncthreads(); // z and the shared rows are read again for r + 1
   }
   if constexpr (DH > 0)
@@ -93,50 +94,54 @@ __global__ void __launch_bounds__(256)
 // Launches the step kernel (or, with `positions`, the positions kernel) for format F.
 template <StateFormat F>
 void launch(const float *qkv, void *state, float *att, int rows, int layer, int n_layers,
-            int n_heads, int d_head, const StepParams *p, cudaStream_t s, bool positions) {
+            int n_heads, const PhiMap &m, const StepParams *p, cudaStream_t s, bool positions) {
+  const int d_head = m.d;
   const int dpad = (d_head + 31) / 32 * 32; // d_head <= 256 (Config::validate)
+  const bool registers = register_path(m);
   if (positions) {
-    const size_t smem = size_t(3) * d_head * sizeof(float);
-    if (d_head == kRegisterDHead)
+    const size_t smem = size_t(3) * m.features * sizeof(float);
+    if (registers)
       linear_attention_positions_kernel<kRegisterDHead, F>
           <<<unsigned(n_heads), unsigned(dpad), smem, s>>>(qkv, state, att, rows, layer, n_layers,
-                                                           n_heads, d_head, p);
+                                                           n_heads, m, p);
     else
       linear_attention_positions_kernel<0, F><<<unsigned(n_heads), unsigned(dpad), smem, s>>>(
-          qkv, state, att, rows, layer, n_layers, n_heads, d_head, p);
+          qkv, state, att, rows, layer, n_layers, n_heads, m, p);
     launch_check("linear_attention_positions_kernel");
     return;
   }
-  const int G = std::max(1, 256 / dpad);
+  // pairs per block: 256 threads, and their phi(q), phi(k), z (3F floats each) in the 48 KB of
+  // shared memory a launch gets without asking (F <= kMaxFeatures: 48 KB for one pair)
+  const int G = std::max(1, std::min(256 / dpad, 49152 / (12 * m.features)));
   const int64_t pairs = int64_t(rows) * n_heads;
   const dim3 block(dpad, G);
   const unsigned blocks = unsigned((pairs + G - 1) / G);
-  const size_t smem = size_t(G) * 3 * d_head * sizeof(float);
-  if (d_head == kRegisterDHead)
+  const size_t smem = size_t(G) * 3 * m.features * sizeof(float);
+  if (registers)
     linear_attention_kernel<kRegisterDHead, F>
-        <<<blocks, block, smem, s>>>(qkv, state, att, rows, layer, n_layers, n_heads, d_head, p);
+        <<<blocks, block, smem, s>>>(qkv, state, att, rows, layer, n_layers, n_heads, m, p);
   else
     linear_attention_kernel<0, F>
-        <<<blocks, block, smem, s>>>(qkv, state, att, rows, layer, n_layers, n_heads, d_head, p);
+        <<<blocks, block, smem, s>>>(qkv, state, att, rows, layer, n_layers, n_heads, m, p);
   launch_check("linear_attention_kernel");
 }
 
 } // namespace
 
 void launch_linear_attention(const float *qkv, void *state, float *att, int rows, int layer,
-                             int n_layers, int n_heads, int d_head, StateFormat f,
+                             int n_layers, int n_heads, const PhiMap &m, StateFormat f,
                              const StepParams *p, cudaStream_t s, bool positions) {
   if (rows <= 0) // an empty grid is a launch error
     return;
   switch (f) {
   case StateFormat::Fp32:
-    return launch<StateFormat::Fp32>(qkv, state, att, rows, layer, n_layers, n_heads, d_head, p, s,
+    return launch<StateFormat::Fp32>(qkv, state, att, rows, layer, n_layers, n_heads, m, p, s,
                                      positions);
   case StateFormat::Fp16:
-    return launch<StateFormat::Fp16>(qkv, state, att, rows, layer, n_layers, n_heads, d_head, p, s,
+    return launch<StateFormat::Fp16>(qkv, state, att, rows, layer, n_layers, n_heads, m, p, s,
                                      positions);
   case StateFormat::Bf16:
-    return launch<StateFormat::Bf16>(qkv, state, att, rows, layer, n_layers, n_heads, d_head, p, s,
+    return launch<StateFormat::Bf16>(qkv, state, att, rows, layer, n_layers, n_heads, m, p, s,
                                      positions);
   }
 }

@@ -5,27 +5,33 @@
 // once to the storage: the read-out uses the updated value before its rounding.
 //
 // The GPU gives each (image, head) d_head threads; thread j owns column j of S. Phase 1 puts
-// phi(q), phi(k) and the old z in shared memory; phase 2 walks i ascending through
-// normaliser_cell and state_cell, the very calls and order of linear_attention_step, so each
-// column comes out bit-identical to the CPU backend's (up to expf in phi). The CPU twin runs the
-// same two phases thread by thread.
+// phi(q), phi(k) and the old z in shared memory (F of each: thread j takes features j, j + d, ...
+// of the layer's feature map, feature_map.h); phase 2 walks i ascending over the F rows through
+// normaliser_cell and state_cell, the very calls and order of linear_attention_update, so each
+// column comes out bit-identical to the CPU backend's (up to expf, cosf and sinf in phi). The CPU
+// twin runs the same two phases thread by thread.
 #pragma once
 
 #include <cstddef>
 #include <vector>
 
+#include "feature_map.h"
 #include "state_format.h"
 
 namespace tarnn {
 
-// Phase 1, thread j < d of head h of one row: qkv_row holds [q | k | v], A wide each.
-TARNN_HD void attention_load(int j, const float *qkv_row, int A, int h, int d, const float *z,
-                             float *fq, float *fk, float *z_old, float *v_j) {
-  const int c = h * d + j;
-  fq[j] = phi(qkv_row[c]);
-  fk[j] = phi(qkv_row[A + c]);
-  z_old[j] = z[j];
-  *v_j = qkv_row[2 * A + c];
+// Phase 1, thread j < d of head h of one row: qkv_row holds [q | k | v], A wide each; features
+// j, j + d, ... of phi(q), phi(k) and the old z.
+TARNN_HD void attention_load(int j, const float *qkv_row, int A, int h, const PhiMap &m,
+                             const float *z, float *fq, float *fk, float *z_old, float *v_j) {
+  const int d = m.d;
+  const float *q = qkv_row + h * d, *k = qkv_row + A + h * d;
+  for (int c = j; c < m.features; c += d) {
+    fq[c] = phi_feature(m, q, c);
+    fk[c] = phi_feature(m, k, c);
+    z_old[c] = z[c];
+  }
+  *v_j = qkv_row[2 * A + h * d + j];
 }
 
 // Column j of S wherever phase 2 walks it: its thread's registers, or the state in memory. Each
@@ -89,22 +95,23 @@ template <StateFormat F> struct MemoryColumn {
   TARNN_HD void set(int i, float x) { store_state<F>(S, size_t(i) * d + j, x, e_out); }
 };
 
-// Phase 2, thread j, over column j of S: each S_ij updated, read into the numerator, then set (to
-// the storage's rounding); returns a_j and sets z_j. D > 0: d known at compile time, so the GPU
-// unrolls the walk and a RegisterColumn stays in registers.
+// Phase 2, thread j, over column j of S (F rows): each S_ij updated, read into the numerator,
+// then set (to the storage's rounding); returns a_j and sets z_i for its features i = j, j + d,
+// ... D > 0: F = d known at compile time, so the GPU unrolls the walk and a RegisterColumn stays
+// in registers.
 template <int D, class Column>
-TARNN_HD float attention_walk(int j, int d_runtime, float v_j, const float *fq, const float *fk,
-                              const float *z_old, Column &col, float &z_j) {
-  const int d = D > 0 ? D : d_runtime;
+TARNN_HD float attention_walk(int j, int d_runtime, int features, float v_j, const float *fq,
+                              const float *fk, const float *z_old, Column &col, float *z) {
+  const int d = D > 0 ? D : d_runtime, n = D > 0 ? D : features;
   float num = 0.0f, den = 0.0f;
 #ifdef __CUDA_ARCH__
 #pragma unroll
 #endif
-  for (int i = 0; i < d; ++i) {
+  for (int i = 0; i < n; ++i) {
     float z_i = z_old[i]; // every thread forms the same denominator, in the same order
     normaliser_cell(z_i, fk[i], fq[i], den);
-    if (i == j)
-      z_j = z_i;
+    if (i % d == j)
+      z[i] = z_i;
     float s = col.get(i);
     state_cell(s, fk[i], v_j, fq[i], num);
     col.set(i, s);
@@ -118,78 +125,80 @@ constexpr int kRegisterDHead = 32;
 // The register column of a kernel instantiated for DH (0: unused, the memory path).
 template <int DH, StateFormat F> using ColumnOf = RegisterColumn<(DH > 0 ? DH : 2), F>;
 
-// Phase 2 of position t as the kernels run it, setting z[j] and returning a_j: D > 0, on the
-// column in `col` (registers, as position t - 1 left them; col.store writes them back), else on
-// S in memory (`col` unused).
+// Phase 2 of position t as the kernels run it, setting z at features j, j + d, ... and returning
+// a_j: D > 0 (F = d = D), on the column in `col` (registers, as position t - 1 left them;
+// col.store writes them back), else on S in memory (`col` unused).
 template <int D, StateFormat F>
-TARNN_HD float attention_phase2(int j, int d, float v_j, const float *fq, const float *fk,
-                                const float *z_old, ColumnOf<D, F> &col, void *S, float *z, int t) {
+TARNN_HD float attention_phase2(int j, int d, int features, float v_j, const float *fq,
+                                const float *fk, const float *z_old, ColumnOf<D, F> &col, void *S,
+                                float *z, int t) {
   const int e_in = state_scale_exponent(F, t - 1), e_out = state_scale_exponent(F, t);
-  float z_j = 0.0f;
-  float a;
   if constexpr (D > 0) {
     col.e_in = e_in;
     col.e_out = e_out;
-    a = attention_walk<D>(j, D, v_j, fq, fk, z_old, col, z_j);
+    return attention_walk<D>(j, D, D, v_j, fq, fk, z_old, col, z);
   } else {
     MemoryColumn<F> memory{S, j, d, e_in, e_out};
-    a = attention_walk<0>(j, d, v_j, fq, fk, z_old, memory, z_j);
+    return attention_walk<0>(j, d, features, v_j, fq, fk, z_old, memory, z);
   }
-  z[j] = z_j;
-  return a;
 }
 
-// CPU twin in format F: qkv [rows, 3A], state for all layers, att [rows, A] for layer `layer`, at
-// position t. With `positions` the rows are consecutive positions t, t + 1, ... of one image,
-// walked in order through image 0's state (the GPU's positions kernel: one block per head, a loop
-// over the rows). For d =
-// kRegisterDHead it runs the kernels' register path: every column loaded first, then phase 1,
-// the walk over the copies, the columns stored back (once per row here; the positions kernel
-// keeps them over all its rows, the same values).
+// Whether a kernel may keep column j in registers: the paper's d_head, and S square (F = d).
+TARNN_HD bool register_path(const PhiMap &m) {
+  return m.d == kRegisterDHead && m.features == kRegisterDHead;
+}
+
+// CPU twin in format F: qkv [rows, 3A], state for all layers, att [rows, A] for layer `layer`
+// (its phi: m), at position t. With `positions` the rows are consecutive positions t, t + 1, ... of
+// one image, walked in order through image 0's state (the GPU's positions kernel: one block per
+// head, a loop over the rows). On the register path (register_path) it runs the kernels' way:
+// every column loaded first, then phase 1, the walk over the copies, the columns stored back
+// (once per row here; the positions kernel keeps them over all its rows, the same values).
 template <StateFormat F>
 void linear_attention_cpu(const float *qkv, void *state, float *att, int rows, int layer,
-                          int n_layers, int n_heads, int d, int t, bool positions) {
+                          int n_layers, int n_heads, const PhiMap &m, int t, bool positions) {
   constexpr int R = kRegisterDHead;
-  const int A = n_heads * d;
-  std::vector<float> fq(d), fk(d), z_old(d), v(d);
-  std::vector<RegisterColumn<R, F>> cols(d == R ? R : 0);
+  const int d = m.d, n = m.features, A = n_heads * d;
+  const bool registers = register_path(m);
+  std::vector<float> fq(n), fk(n), z_old(n), v(d);
+  std::vector<RegisterColumn<R, F>> cols(registers ? R : 0);
   ColumnOf<0, F> unused; // the memory path's
   for (int r = 0; r < rows; ++r)
     for (int h = 0; h < n_heads; ++h) {
       const int at = positions ? t + r : t; // the row's position
       char *block = static_cast<char *>(state) +
-                    state_block_offset(positions ? 0 : r, layer, h, n_layers, n_heads, d, F);
+                    state_block_offset(positions ? 0 : r, layer, h, n_layers, n_heads, n, d, F);
       void *S = block;
-      float *z = reinterpret_cast<float *>(block + state_s_bytes(d, F));
+      float *z = reinterpret_cast<float *>(block + state_s_bytes(n, d, F));
       for (size_t j = 0; j < cols.size(); ++j)
         cols[j].load(int(j), S);
       for (int j = 0; j < d; ++j)
-        attention_load(j, qkv + size_t(r) * 3 * A, A, h, d, z, fq.data(), fk.data(), z_old.data(),
+        attention_load(j, qkv + size_t(r) * 3 * A, A, h, m, z, fq.data(), fk.data(), z_old.data(),
                        &v[j]);
       float *out = att + size_t(r) * A + h * d;
       for (int j = 0; j < d; ++j)
-        out[j] = d == R ? attention_phase2<R, F>(j, d, v[j], fq.data(), fk.data(), z_old.data(),
-                                                 cols[size_t(j)], S, z, at)
-                        : attention_phase2<0, F>(j, d, v[j], fq.data(), fk.data(), z_old.data(),
-                                                 unused, S, z, at);
+        out[j] = registers ? attention_phase2<R, F>(j, d, n, v[j], fq.data(), fk.data(),
+                                                    z_old.data(), cols[size_t(j)], S, z, at)
+                           : attention_phase2<0, F>(j, d, n, v[j], fq.data(), fk.data(),
+                                                    z_old.data(), unused, S, z, at);
       for (size_t j = 0; j < cols.size(); ++j)
         cols[j].store(int(j), S);
     }
 }
 
 inline void linear_attention_cpu(const float *qkv, void *state, float *att, int rows, int layer,
-                                 int n_layers, int n_heads, int d, StateFormat f, int t,
+                                 int n_layers, int n_heads, const PhiMap &m, StateFormat f, int t,
                                  bool positions = false) {
   switch (f) {
   case StateFormat::Fp32:
     return linear_attention_cpu<StateFormat::Fp32>(qkv, state, att, rows, layer, n_layers, n_heads,
-                                                   d, t, positions);
+                                                   m, t, positions);
   case StateFormat::Fp16:
     return linear_attention_cpu<StateFormat::Fp16>(qkv, state, att, rows, layer, n_layers, n_heads,
-                                                   d, t, positions);
+                                                   m, t, positions);
   case StateFormat::Bf16:
     return linear_attention_cpu<StateFormat::Bf16>(qkv, state, att, rows, layer, n_layers, n_heads,
-                                                   d, t, positions);
+                                                   m, t, positions);
   }
 }
 

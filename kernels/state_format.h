@@ -155,18 +155,19 @@ template <StateFormat F> TARNN_HD void store_state(void *S, size_t i, float x, i
 
 // ---- the state's layout, in bytes ---------------------------------------------------------------
 
-// One (image, layer, head) block: S (d x d, row-major, in the format, padded to 4 bytes) then z
-// (d floats). Blocks are ordered image, layer, head, so an image's state is one contiguous range
-// and a chunk's first n images are one too (model/batch.h: every backend's layout).
-TARNN_HD size_t state_s_bytes(int d, StateFormat f) {
-  return (size_t(d) * d * size_t(state_element_size(f)) + 3) / 4 * 4;
+// One (image, layer, head) block: S (F x d, row-major, in the format, padded to 4 bytes) then z
+// (F floats); F = features, phi's width (d for the elementwise maps). Blocks are ordered image,
+// layer, head, so an image's state is one contiguous range and a chunk's first n images are one
+// too (model/batch.h: every backend's layout).
+TARNN_HD size_t state_s_bytes(int features, int d, StateFormat f) {
+  return (size_t(features) * d * size_t(state_element_size(f)) + 3) / 4 * 4;
 }
-TARNN_HD size_t state_block_bytes(int d, StateFormat f) {
-  return state_s_bytes(d, f) + size_t(d) * sizeof(float);
+TARNN_HD size_t state_block_bytes(int features, int d, StateFormat f) {
+  return state_s_bytes(features, d, f) + size_t(features) * sizeof(float);
 }
-TARNN_HD size_t state_block_offset(int image, int layer, int head, int n_layers, int n_heads, int d,
-                                   StateFormat f) {
-  return ((size_t(image) * n_layers + layer) * n_heads + head) * state_block_bytes(d, f);
+TARNN_HD size_t state_block_offset(int image, int layer, int head, int n_layers, int n_heads,
+                                   int features, int d, StateFormat f) {
+  return ((size_t(image) * n_layers + layer) * n_heads + head) * state_block_bytes(features, d, f);
 }
 
 } // namespace tarnn

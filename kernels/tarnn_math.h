@@ -22,6 +22,7 @@ constexpr float kAttentionEps = 1e-6f; // fast-transformers' LinearAttention eps
 constexpr float kLayerNormEps = 1e-5f; // torch.nn.LayerNorm's default
 constexpr float kMinLogScale = -7.0f;  // PixelCNN++ clamp on log scales
 constexpr int kMaxHeadDim = 256;       // d_head at most (config.json is checked against it)
+constexpr int kMaxFeatures = 4096;     // phi's width at most (a feature map's n_dims, checked)
 
 // ---- feature map and activations ----------------------------------------------------------------
 
@@ -112,19 +113,21 @@ TARNN_HD void normaliser_cell(float &z_i, float phik_i, float phiq_i, float &den
 TARNN_HD float attention_out(float num_j, float den) { return num_j / (den + kAttentionEps); }
 
 // One head of one image at one position, the state updated before it is read (t attends to t),
-// from phi(q) and phi(k) already taken. S is d x d row-major (row i: key feature, column j:
-// value), z is d. D > 0 fixes d = D at compile time (the same operations in the same order, the
-// same bits), so the CPU keeps the numerators in vector registers.
+// from phi(q) and phi(k) already taken (F = `features` wide; 0: d, as elementwise maps). S is
+// F x d row-major (row i: key feature, column j: value), z is F. D > 0 fixes F = d = D at compile
+// time (the same operations in the same order, the same bits), so the CPU keeps the numerators in
+// vector registers.
 template <int D = 0>
 TARNN_HD void linear_attention_update(const float *__restrict__ fq, const float *__restrict__ fk,
                                       const float *__restrict__ v, float *__restrict__ S,
-                                      float *__restrict__ z, float *__restrict__ out,
-                                      int d_runtime) {
+                                      float *__restrict__ z, float *__restrict__ out, int d_runtime,
+                                      int features = 0) {
   const int d = D > 0 ? D : d_runtime;
+  const int n = D > 0 ? D : features > 0 ? features : d;
   float den = 0.0f;
   for (int j = 0; j < d; ++j)
     out[j] = 0.0f; // used as the numerators until the last loop
-  for (int i = 0; i < d; ++i) {
+  for (int i = 0; i < n; ++i) {
     normaliser_cell(z[i], fk[i], fq[i], den);
     float *row = S + i * d;
     for (int j = 0; j < d; ++j)

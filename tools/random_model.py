@@ -48,6 +48,9 @@ def random_model(cfg, seed):
         for name, p in model.named_parameters():
             if ".norm" in name:
                 p.add_(0.1 * torch.randn_like(p))
+    for m in model.modules():  # a random-feature map's omega, drawn as the library draws it
+        if isinstance(m, tm.FeatureMap):
+            m.draw()
     return model.eval()
 
 
@@ -74,6 +77,8 @@ def main():
     ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
     ap.add_argument("--golden", type=int, default=0, help="also write N golden images")
     ap.add_argument("--attention", choices=["linear", "softmax"], help="override the config's")
+    ap.add_argument("--feature-map", help="linear attention's feature map: a kind (relu) or a JSON "
+                    "object ('{\"kind\": \"favor\", \"n_dims\": 12}'), docs/SPEC.md")
     args = ap.parse_args()
     if args.config in CONFIGS:
         cfg = CONFIGS[args.config]
@@ -82,6 +87,9 @@ def main():
             cfg = json.load(f)
     if args.attention:
         cfg = dict(cfg, attention=args.attention)
+    if args.feature_map:
+        fm = args.feature_map
+        cfg = dict(cfg, feature_map=json.loads(fm) if fm.lstrip().startswith("{") else {"kind": fm})
     model = random_model(cfg, args.seed)
     tm.save_model_dir(model, args.out, {"source": f"random init, seed {args.seed}"}, args.dtype)
     if args.golden:

@@ -77,10 +77,10 @@ void scan(const Config &c, const StepBuffers &b, int rows, PerLayer &p) {
       for (int h = 0; h < c.n_heads; ++h) {
         const char *block =
             static_cast<const char *>(b.state) +
-            state_block_offset(r, l, h, c.n_layers, c.n_heads, d, StateFormat::Fp32);
+            state_block_offset(r, l, h, c.n_layers, c.n_heads, d, d, StateFormat::Fp32);
         const float *S = reinterpret_cast<const float *>(block);
         const float *z =
-            reinterpret_cast<const float *>(block + state_s_bytes(d, StateFormat::Fp32));
+            reinterpret_cast<const float *>(block + state_s_bytes(d, d, StateFormat::Fp32));
         for (int i = 0; i < d * d; ++i) {
           const double s = std::fabs(S[i]);
           p.max_s[size_t(l)] = std::max(p.max_s[size_t(l)], s);

@@ -184,47 +184,51 @@ __attribute__((target("avx512f"))) void update_fp16_avx512(const float *fq, cons
 #pragma GCC diagnostic pop
 
 // The attention of every row and of heads [h0, h1) of one layer: phi of the row's q and k (A wide
-// each) first, then linear_attention_update per head, on S as it is stored (fp32) or widened into
-// a scratch block and rounded back (16-bit formats: the update and the read-out in fp32, one
-// rounding per cell and position, as every backend). one_state: the rows are consecutive
-// positions t, t + 1, ... of ONE image (model/prefill.h), walked in row order through one state;
-// else each row is an image with its own, at position t. Heads are independent: any split of them
-// gives the same bits. kAvx512: phi and the state's conversions 16 lanes at a time, else element
-// by element.
+// each; m: the layer's feature map, n = m.features wide) first, then linear_attention_update per
+// head, on S (n x d) as it is stored (fp32) or widened into a scratch block and rounded back
+// (16-bit formats: the update and the read-out in fp32, one rounding per cell and position, as
+// every backend). one_state: the rows are consecutive positions t, t + 1, ... of ONE image
+// (model/prefill.h), walked in row order through one state; else each row is an image with its
+// own, at position t. Heads are independent: any split of them gives the same bits. kAvx512: elu
+// + 1 and the state's conversions 16 lanes at a time, else element by element.
 template <bool kAvx512, StateFormat F>
 __attribute__((always_inline)) inline void
 attention_body(const float *qkv, void *state, float *att, int rows, int layer, int n_layers,
-               int n_heads, int d, int t, bool one_state, int h0, int h1) {
-  const int A = n_heads * d;
-  const size_t block = state_block_bytes(d, F), s_bytes = state_s_bytes(d, F);
-  float fq[kMaxHeadDim], fk[kMaxHeadDim]; // phi of one head's q and k: no allocation per step
-  thread_local std::vector<float> wide;   // a 16-bit block's S in fp32
+               int n_heads, const PhiMap &m, int t, bool one_state, int h0, int h1) {
+  const int d = m.d, n = m.features, A = n_heads * d;
+  const size_t block = state_block_bytes(n, d, F), s_bytes = state_s_bytes(n, d, F);
+  float fq[kMaxFeatures], fk[kMaxFeatures]; // phi of one head's q and k: no allocation per step
+  thread_local std::vector<float> wide;     // a 16-bit block's S in fp32
   if constexpr (F != StateFormat::Fp32)
-    wide.resize(size_t(d) * d);
+    wide.resize(size_t(n) * d);
   for (int r = 0; r < rows; ++r) {
     const float *q = qkv + size_t(r) * 3 * A; // [q | k | v], A wide each
     const int position = one_state ? t + r : t;
     for (int h = h0; h < h1; ++h) {
-      if constexpr (kAvx512) {
+      if (kAvx512 && m.kind == FeatureMapKind::EluPlusOne) {
         phi_avx512(q + h * d, fq, d);
         phi_avx512(q + A + h * d, fk, d);
-      } else {
+      } else if (m.elementwise()) {
         for (int i = 0; i < d; ++i) {
-          fq[i] = phi(q[h * d + i]);
-          fk[i] = phi(q[A + h * d + i]);
+          fq[i] = phi_elementwise(m.kind, q[h * d + i]);
+          fk[i] = phi_elementwise(m.kind, q[A + h * d + i]);
         }
+      } else {
+        phi_features(m, q + h * d, fq);
+        phi_features(m, q + A + h * d, fk);
       }
       char *at = static_cast<char *>(state) +
-                 state_block_offset(one_state ? 0 : r, layer, h, n_layers, n_heads, d, F);
+                 state_block_offset(one_state ? 0 : r, layer, h, n_layers, n_heads, n, d, F);
       if (!one_state && r + 1 < rows) { // the next image's block of this head, while this one runs
         const char *next = static_cast<const char *>(state) +
-                           state_block_offset(r + 1, layer, h, n_layers, n_heads, d, F);
+                           state_block_offset(r + 1, layer, h, n_layers, n_heads, n, d, F);
         for (size_t b = 0; b < block; b += 64)
           __builtin_prefetch(next + b, /*write*/ 1, /*keep*/ 3);
       }
       float *z = reinterpret_cast<float *>(at + s_bytes);
+      const bool square32 = d == 32 && n == 32; // the paper's d_head with an elementwise map
       if constexpr (kAvx512 && F == StateFormat::Fp16)
-        if (d == 32) { // the paper's d_head: S converted row by row in registers, no scratch
+        if (square32) { // S converted row by row in registers, no scratch
           update_fp16_avx512(fq, fk, q + 2 * A + h * d, at, z, att + size_t(r) * A + h * d,
                              state_scale_exponent(F, position - 1),
                              state_scale_exponent(F, position));
@@ -232,14 +236,14 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
         }
       float *S = F == StateFormat::Fp32 ? reinterpret_cast<float *>(at) : wide.data();
       if constexpr (F != StateFormat::Fp32)
-        widen_state<kAvx512, F>(at, S, d * d, state_scale_exponent(F, position - 1));
+        widen_state<kAvx512, F>(at, S, n * d, state_scale_exponent(F, position - 1));
       float *out = att + size_t(r) * A + h * d;
-      if (d == 32) // the paper's d_head: unrolled, the same bits
+      if (square32) // unrolled, the same bits
         linear_attention_update<32>(fq, fk, q + 2 * A + h * d, S, z, out, d);
       else
-        linear_attention_update(fq, fk, q + 2 * A + h * d, S, z, out, d);
+        linear_attention_update(fq, fk, q + 2 * A + h * d, S, z, out, d, n);
       if constexpr (F != StateFormat::Fp32)
-        narrow_state<kAvx512, F>(S, at, d * d, state_scale_exponent(F, position));
+        narrow_state<kAvx512, F>(S, at, n * d, state_scale_exponent(F, position));
     }
   }
 }
@@ -248,17 +252,17 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
 template <bool kAvx512>
 __attribute__((always_inline)) inline void
 attention_any(const float *qkv, void *state, float *att, int rows, int layer, int n_layers,
-              int n_heads, int d, StateFormat f, int t, bool one_state, int h0, int h1) {
+              int n_heads, const PhiMap &m, StateFormat f, int t, bool one_state, int h0, int h1) {
   switch (f) {
   case StateFormat::Fp32:
     return attention_body<kAvx512, StateFormat::Fp32>(qkv, state, att, rows, layer, n_layers,
-                                                      n_heads, d, t, one_state, h0, h1);
+                                                      n_heads, m, t, one_state, h0, h1);
   case StateFormat::Fp16:
     return attention_body<kAvx512, StateFormat::Fp16>(qkv, state, att, rows, layer, n_layers,
-                                                      n_heads, d, t, one_state, h0, h1);
+                                                      n_heads, m, t, one_state, h0, h1);
   case StateFormat::Bf16:
     return attention_body<kAvx512, StateFormat::Bf16>(qkv, state, att, rows, layer, n_layers,
-                                                      n_heads, d, t, one_state, h0, h1);
+                                                      n_heads, m, t, one_state, h0, h1);
   }
 }
 
@@ -282,9 +286,9 @@ __attribute__((always_inline)) inline void convert_any(const float *from, void *
 
 #define TARNN_ATTENTION_ARGS                                                                       \
   (const float *qkv, void *state, float *att, int rows, int layer, int n_layers, int n_heads,      \
-   int d, StateFormat f, int t, bool one_state, int h0, int h1)
+   const PhiMap &m, StateFormat f, int t, bool one_state, int h0, int h1)
 #define TARNN_ATTENTION_CALL                                                                       \
-  (qkv, state, att, rows, layer, n_layers, n_heads, d, f, t, one_state, h0, h1)
+  (qkv, state, att, rows, layer, n_layers, n_heads, m, f, t, one_state, h0, h1)
 #define TARNN_CONVERT_ARGS                                                                         \
   (const float *from, void *to, const void *in, float *out, size_t n, StateFormat f, int e)
 #define TARNN_CONVERT_CALL (from, to, in, out, n, f, e)
@@ -417,15 +421,16 @@ void widen_state_rows(const void *S, float *s, size_t n, StateFormat f, int e) {
 }
 
 void linear_attention_rows(const float *qkv, void *state, StateFormat f, int t, float *att,
-                           int rows, int layer, const Config &c) {
+                           int rows, int layer, const Config &c, const PhiMap &m) {
   static const auto run = cpu_pick(&attention_avx512, &attention_avx2, &attention_portable);
-  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head, f, t, false, 0, c.n_heads);
+  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, m, f, t, false, 0, c.n_heads);
 }
 
 void linear_attention_positions(const float *qkv, void *state, StateFormat f, int t, float *att,
-                                int rows, int layer, const Config &c, int h0, int h1) {
+                                int rows, int layer, const Config &c, const PhiMap &m, int h0,
+                                int h1) {
   static const auto run = cpu_pick(&attention_avx512, &attention_avx2, &attention_portable);
-  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, c.d_head, f, t, true, h0, h1);
+  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, m, f, t, true, h0, h1);
 }
 
 // A prefill's ops split their work over the team where there is enough of it: the GEMMs and
@@ -447,7 +452,7 @@ void PrefillOps::linear(const LinearWeights &l, const float *x, float *y, int ro
 void PrefillOps::attention(int layer, int rows) {
   split(c_.n_heads, 1, [&](int h0, int h1) {
     linear_attention_positions(b_.qkv, b_.state, b_.state_format, b_.params->t, b_.att, rows, layer,
-                               c_, h0, h1);
+                               c_, phi_map(c_, w_.layers[size_t(layer)].omega), h0, h1);
   });
 }
 

@@ -4,6 +4,7 @@
 
 #include <deque>
 
+#include "../../kernels/feature_map.h"
 #include "../model/host_ops.h"
 #include "gemm.h"
 #include "gemm_bf16.h"
@@ -37,9 +38,10 @@ struct CpuKernels {
 // One layer's attention for `rows` images: for each image and head, S += phi(k) v^T,
 // z += phi(k), att = phi(q)^T S / (phi(q)^T z + eps) (tarnn_math.h: linear_attention_step).
 // The AVX-512 or AVX2 build of the loop where the CPU has it; the same bits either way.
-// S is stored in format f (kernels/state_format.h), then z; t is the position.
+// S is stored in format f (kernels/state_format.h), then z; t is the position; m the layer's
+// feature map (kernels/feature_map.h).
 void linear_attention_rows(const float *qkv, void *state, StateFormat f, int t, float *att,
-                           int rows, int layer, const Config &c);
+                           int rows, int layer, const Config &c, const PhiMap &m);
 
 // n elements of S rounded into format f's storage with exponent e (times 2^-e: fp16), and widened
 // back to floats (times 2^e): the conversions
@@ -52,7 +54,8 @@ class CpuOps : public HostOps<CpuOps, CpuKernels> {
 public:
   using HostOps::HostOps;
   void attention(int layer, int rows) {
-    linear_attention_rows(b_.qkv, b_.state, b_.state_format, b_.params->t, b_.att, rows, layer, c_);
+    linear_attention_rows(b_.qkv, b_.state, b_.state_format, b_.params->t, b_.att, rows, layer, c_,
+                          phi_map(c_, w_.layers[size_t(layer)].omega));
   }
 };
 
@@ -61,7 +64,8 @@ public:
 // is the step's at that position, bit for bit.
 // Heads [h0, h1) only: the heads are independent, so a team may split them.
 void linear_attention_positions(const float *qkv, void *state, StateFormat f, int t, float *att,
-                                int rows, int layer, const Config &c, int h0, int h1);
+                                int rows, int layer, const Config &c, const PhiMap &m, int h0,
+                                int h1);
 
 class WorkerTeam;
 

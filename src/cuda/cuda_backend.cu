@@ -295,7 +295,8 @@ public:
   }
   void attention(int layer, int rows) {
     launch_linear_attention(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads,
-                            c_.d_head, b_.state_format, b_.params, gpu_.stream, positions_);
+                            phi_map(c_, w_.layers[size_t(layer)].omega), b_.state_format, b_.params,
+                            gpu_.stream, positions_);
   }
   void add_norm(float *x, const float *y, NormView n, int rows) {
     launch_residual_layernorm(x, y, n.w, n.b, rows, c_.d_model, gpu_.stream);

@@ -48,8 +48,9 @@ public:
     embedding_cpu(b_.x, w.value_embedding, w.pos, b_.cur, b_.params, rows, c_.d_model, positions_);
   }
   void attention(int layer, int rows) {
-    linear_attention_cpu(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads, c_.d_head,
-                         b_.state_format, b_.params->t, positions_);
+    linear_attention_cpu(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads,
+                         phi_map(c_, w_.layers[size_t(layer)].omega), b_.state_format, b_.params->t,
+                         positions_);
   }
 
 private:

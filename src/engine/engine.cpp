@@ -113,11 +113,6 @@ Engine::Engine(Model model, const RunOptions &options, const Knobs &knobs)
     throw Error(model_->source + ": config.json says attention \"" + model_->config.attention +
                 "\": sample, score and complete run linear attention in RNN mode only (bench " +
                 "--attention softmax runs such models)");
-  if (model_->config.attention == "linear" &&
-      model_->config.feature_map.kind != FeatureMapKind::EluPlusOne)
-    throw Error(model_->source + ": config.json's feature map \"" +
-                feature_map_name(model_->config.feature_map.kind) +
-                "\" is read but not yet computed by this build (elu+1 is)");
   backend_ = backend_entry(options_.device).make(*model_, options_, knobs);
 }
 

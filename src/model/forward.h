@@ -40,6 +40,7 @@ struct NormView {
 struct LayerView {
   LinearWeights qkv, out, ff1, ff2; // q, k and v are one stacked linear: one GEMM
   NormView norm1, norm2;
+  const float *omega; // the feature map's [d_head, columns] (random-feature maps), else unused
 };
 
 // The weights as one backend sees them: tables and norms as pointers into its memory, linear
@@ -59,7 +60,7 @@ ModelView make_view(const Weights &W, Place &&place, MakeLinear &&linear) {
   ModelView v{place(W.value_embedding), place(W.pos), {}, norm(W.final_norm), linear(W.predictor)};
   for (const LayerWeights &l : W.layers)
     v.layers.push_back(LayerView{linear(l.qkv), linear(l.out), linear(l.ff1), linear(l.ff2),
-                                 norm(l.norm1), norm(l.norm2)});
+                                 norm(l.norm1), norm(l.norm2), place(l.omega)});
   return v;
 }
 

@@ -138,7 +138,7 @@ StateFormat parse_state_format(const std::string &s) {
 }
 
 int64_t state_bytes_per_image(const Config &c, StateFormat s) {
-  return int64_t(c.n_layers) * c.n_heads * int64_t(state_block_bytes(c.d_head, s));
+  return int64_t(c.n_layers) * c.n_heads * int64_t(state_block_bytes(c.features(), c.d_head, s));
 }
 
 } // namespace tarnn

@@ -120,6 +120,28 @@ const Model &mnist_random() {
 } // namespace
 
 TEST(Parity, SmallGoldenFastPath) { check_golden(small_golden(), 2e-5, 1e-5, false); }
+
+// Every feature map but elu + 1 (docs/SPEC.md "Feature maps"; the random-feature ones with S of F
+// x d_head, F != d_head) against the PyTorch reference of tools/tarnn_model.py in float64, at
+// every position, on the fast path and the plain one, and the CUDA backend's twin: its images
+// and log-likelihoods the CPU backend's, to the bit.
+TEST(Parity, EveryFeatureMapMatchesPyTorch) {
+  const char *root = std::getenv("TARNN_GOLDEN_MAPS");
+  if (!root || !std::filesystem::exists(std::string(root) + "/relu/config.json"))
+    GTEST_SKIP() << "make_golden_maps made no goldens (it needs python3-torch)";
+  int kinds = 0;
+  for (const char *kind :
+       {"relu", "random_fourier", "smoothed_random_fourier", "favor", "generalized_random"}) {
+    const std::string dir = std::string(root) + "/" + kind;
+    SCOPED_TRACE(kind);
+    check_golden(dir, 2e-5, 1e-5, false);
+    check_golden(dir, 2e-5, 1e-5, true);
+    EXPECT_EQ(load_model(dir).config.feature_map.kind == FeatureMapKind::Relu,
+              std::string(kind) == "relu");
+    ++kinds;
+  }
+  EXPECT_EQ(kinds, 5);
+}
 TEST(Parity, SmallGoldenReferencePath) { check_golden(small_golden(), 2e-5, 1e-5, true); }
 
 // The paper's MNIST size, 783 positions: mixture parameters to 1e-4, bits/dim to 1e-4.

@@ -134,13 +134,15 @@ TEST(CudaPlan, StateBlocksAreContiguousPerImage) {
     for (int i = 0; i < 4; ++i)
       for (int l = 0; l < c.n_layers; ++l)
         for (int h = 0; h < c.n_heads; ++h) {
-          EXPECT_EQ(state_block_offset(i, l, h, c.n_layers, c.n_heads, c.d_head, f), next);
-          next += state_block_bytes(c.d_head, f);
+          EXPECT_EQ(state_block_offset(i, l, h, c.n_layers, c.n_heads, c.d_head, c.d_head, f),
+                    next);
+          next += state_block_bytes(c.d_head, c.d_head, f);
         }
     EXPECT_EQ(next, 4 * size_t(state_bytes_per_image(c, f))) << name(f);
   }
-  EXPECT_EQ(state_block_bytes(7, StateFormat::Fp32), size_t(8 * 7 * 4));
-  EXPECT_EQ(state_block_bytes(7, StateFormat::Fp16), size_t(100 + 7 * 4)); // 98 bytes of S, padded
+  EXPECT_EQ(state_block_bytes(7, 7, StateFormat::Fp32), size_t(8 * 7 * 4));
+  EXPECT_EQ(state_block_bytes(7, 7, StateFormat::Fp16),
+            size_t(100 + 7 * 4)); // 98 bytes of S, padded
   EXPECT_EQ(state_bytes_per_image(Config::mnist(), StateFormat::Fp16), 8 * 8 * (2048 + 128));
 }
 
@@ -159,23 +161,26 @@ void expect_attention_twin_is_the_step(bool positions) {
       std::vector<float> qkv(size_t(rows) * 3 * A);
       for (size_t i = 0; i < qkv.size(); ++i)
         qkv[i] = std::sin(0.37f * float(i)) * 2.0f;
-      const size_t n = state_block_offset(positions ? 1 : rows, 0, 0, layers, heads, d, f);
+      const size_t n = state_block_offset(positions ? 1 : rows, 0, 0, layers, heads, d, d, f);
+      Config c;
+      c.d_head = d;
+      const PhiMap m = phi_map(c, nullptr); // elu + 1
       std::vector<uint8_t> S1(n, 0), S2(n, 0), S3(n, 0);
       std::vector<float> att1(size_t(rows) * A), att2(att1.size()), att3(att1.size());
       for (int call = 0; call < 3; ++call) {
         const int t = positions ? t0 + call * rows : t0 + call;
-        linear_attention_cpu(qkv.data(), S1.data(), att1.data(), rows, 1, layers, heads, d, f, t,
+        linear_attention_cpu(qkv.data(), S1.data(), att1.data(), rows, 1, layers, heads, m, f, t,
                              positions);
         for (int r = 0; r < rows; ++r) {
-          const size_t at = state_block_offset(positions ? 0 : r, 0, 0, layers, heads, d, f);
+          const size_t at = state_block_offset(positions ? 0 : r, 0, 0, layers, heads, d, d, f);
           linear_attention_cpu(&qkv[size_t(r) * 3 * A], S3.data() + at, &att3[size_t(r) * A], 1, 1,
-                               layers, heads, d, f, positions ? t + r : t);
+                               layers, heads, m, f, positions ? t + r : t);
           if (f != StateFormat::Fp32)
             continue;
           for (int h = 0; h < heads; ++h) {
             const float *q = &qkv[size_t(r) * 3 * A];
             auto *S = reinterpret_cast<float *>(
-                S2.data() + state_block_offset(positions ? 0 : r, 1, h, layers, heads, d, f));
+                S2.data() + state_block_offset(positions ? 0 : r, 1, h, layers, heads, d, d, f));
             linear_attention_step(q + h * d, q + A + h * d, q + 2 * A + h * d, S, S + d * d,
                                   &att2[size_t(r) * A + h * d], d);
           }
@@ -226,6 +231,36 @@ TEST(CudaTwins, PlanCompletesMaskedImagesAsTheCpuBackend) {
     if (known[i]) {
       ASSERT_EQ(p.twin[i], in.bytes[i]) << i;
     }
+}
+
+// Every feature map (docs/SPEC.md "Feature maps"; random-feature ones with S of F x d_head): the
+// twin's images and log-likelihoods are the CPU backend's, sampled (in chunks of 2 and 3), scored
+// and prefilled, in fp32 and with an fp16 state.
+TEST(CudaTwins, PlanWithEveryFeatureMapAsTheCpuBackend) {
+  const ImageSet in =
+      read_images(small_golden() + "/inputs-idx-ubyte", load_model(small_golden()).config);
+  const FeatureMapKind kinds[] = {FeatureMapKind::Relu, FeatureMapKind::RandomFourier,
+                                  FeatureMapKind::SmoothedRandomFourier, FeatureMapKind::Favor,
+                                  FeatureMapKind::GeneralizedRandom};
+  for (FeatureMapKind k : kinds) {
+    Config c = load_model(small_golden()).config;
+    c.feature_map.kind = k;
+    c.feature_map.n_dims = k == FeatureMapKind::Relu ? 0 : 9;
+    c.feature_map.softmax_temp = 0.3;
+    const Model m = random_model(c, 7);
+    SCOPED_TRACE(feature_map_name(k));
+    for (StateFormat state : {StateFormat::Fp32, StateFormat::Fp16}) {
+      const Pair sampled =
+          both(m, job_of(5, 11), 2, nullptr, nullptr, Precision::Fp32, false, state);
+      EXPECT_EQ(sampled.cpu, sampled.twin);
+      EXPECT_EQ(both(m, job_of(5, 11), 3, nullptr, nullptr, Precision::Fp32, false, state).twin,
+                sampled.twin);
+      const Pair scored =
+          both(m, job_of(in.count, 0), 2, in.bytes.data(), nullptr, Precision::Fp32, true, state);
+      EXPECT_EQ(scored.cpu_lp, scored.twin_lp);
+      EXPECT_EQ(scored.twin, in.bytes);
+    }
+  }
 }
 
 // --precision bf16: GEMM inputs through round_bf16's twin, then bf16 products summed in fp32.

@@ -156,84 +156,105 @@ float stored(float x, StateFormat f, int e) {
                                   : x;
 }
 
-// A state of `blocks` (image, layer, head) blocks as values: S (d x d) then z (d) per block, and
-// as the bytes of format f (state_format.h's layout).
-std::vector<uint8_t> to_storage(const std::vector<float> &v, int blocks, int d, StateFormat f,
-                                int e) {
-  std::vector<uint8_t> st(size_t(blocks) * state_block_bytes(d, f));
+// A state of `blocks` (image, layer, head) blocks as values: S (n x d) then z (n) per block, n =
+// the feature map's width, and as the bytes of format f (state_format.h's layout).
+std::vector<uint8_t> to_storage(const std::vector<float> &v, int blocks, int n, int d,
+                                StateFormat f, int e) {
+  std::vector<uint8_t> st(size_t(blocks) * state_block_bytes(n, d, f));
   for (int b = 0; b < blocks; ++b) {
-    uint8_t *block = st.data() + size_t(b) * state_block_bytes(d, f);
-    const float *S = &v[size_t(b) * (d + 1) * d];
-    for (size_t i = 0; i < size_t(d) * d; ++i)
+    uint8_t *block = st.data() + size_t(b) * state_block_bytes(n, d, f);
+    const float *S = &v[size_t(b) * n * (d + 1)];
+    for (size_t i = 0; i < size_t(n) * d; ++i)
       f == StateFormat::Fp16   ? store_state<StateFormat::Fp16>(block, i, S[i], e)
       : f == StateFormat::Bf16 ? store_state<StateFormat::Bf16>(block, i, S[i], e)
                                : store_state<StateFormat::Fp32>(block, i, S[i], e);
-    std::memcpy(block + state_s_bytes(d, f), S + size_t(d) * d, size_t(d) * 4);
+    std::memcpy(block + state_s_bytes(n, d, f), S + size_t(n) * d, size_t(n) * 4);
   }
   return st;
 }
-std::vector<float> from_storage(const std::vector<uint8_t> &st, int blocks, int d, StateFormat f,
-                                const std::function<int(int)> &exponent) {
-  std::vector<float> v(size_t(blocks) * (d + 1) * d);
+std::vector<float> from_storage(const std::vector<uint8_t> &st, int blocks, int n, int d,
+                                StateFormat f, const std::function<int(int)> &exponent) {
+  std::vector<float> v(size_t(blocks) * n * (d + 1));
   for (int b = 0; b < blocks; ++b) {
     const int e = exponent(b);
-    const uint8_t *block = st.data() + size_t(b) * state_block_bytes(d, f);
-    float *S = &v[size_t(b) * (d + 1) * d];
-    for (size_t i = 0; i < size_t(d) * d; ++i)
+    const uint8_t *block = st.data() + size_t(b) * state_block_bytes(n, d, f);
+    float *S = &v[size_t(b) * n * (d + 1)];
+    for (size_t i = 0; i < size_t(n) * d; ++i)
       S[i] = f == StateFormat::Fp16   ? load_state<StateFormat::Fp16>(block, i, e)
              : f == StateFormat::Bf16 ? load_state<StateFormat::Bf16>(block, i, e)
                                       : load_state<StateFormat::Fp32>(block, i, e);
-    std::memcpy(S + size_t(d) * d, block + state_s_bytes(d, f), size_t(d) * 4);
+    std::memcpy(S + size_t(n) * d, block + state_s_bytes(n, d, f), size_t(n) * 4);
   }
   return v;
 }
 
+// The feature map of a case: elu + 1 (the default), or another kind with its omega drawn here.
+struct MapCase {
+  FeatureMap fm;
+  std::string label;
+};
+
 // One layer of linear attention, three steps from a random state (equations 16-20), S stored in
-// format f: the outputs and the whole state. The reference updates each cell in fp32, reads it
-// into the numerator, then rounds it to the storage (kernels/state_format.h). Positions 6, 7 and
-// 8: fp16's exponent goes from 2 to 3 between them.
-Case attention_case(int d, StateFormat f) {
+// format f, phi the feature map `mc` (n = F features: S is n x d): the outputs and the whole
+// state. The reference updates each cell in fp32, reads it into the numerator, then rounds it to
+// the storage (kernels/state_format.h); phi is feature_map.h's (checked against PyTorch by the
+// goldens of tests/golden/small-*). Positions 6, 7 and 8: fp16's exponent goes from 2 to 3.
+Case attention_case(int d, StateFormat f, const MapCase &mc = {}) {
   // cuda: its expf in phi may move a cell across a rounding boundary of the storage: one unit
   // in the last place of a 16-bit format (the state's values are below 16)
   const double cuda_tolerance = f == StateFormat::Fp32   ? 2e-5
                                 : f == StateFormat::Fp16 ? 16.0 * std::ldexp(1.0, -10)
                                                          : 16.0 * std::ldexp(1.0, -7);
   return {
-      "linear_attention d_head " + std::to_string(d) + " state " + name(f),
+      "linear_attention d_head " + std::to_string(d) + " state " + name(f) + mc.label,
       {Where::Twin, Where::Cpu, Where::Cuda},
       cuda_tolerance,
-      [d, f](Where w, bool perf, int reps, double *secs) {
+      [d, f, mc](Where w, bool perf, int reps, double *secs) {
         const int rows = perf ? 256 : 9, layers = 2, heads = perf ? 8 : 3, layer = 1;
         Config c;
         c.n_layers = layers;
         c.n_heads = heads;
         c.d_head = d;
+        c.feature_map = mc.fm;
+        const int n = c.features();
+        const std::vector<float> omega =
+            uniforms(size_t(d) * c.feature_map.omega_columns(), 30, -1.5f, 1.5f);
+        const PhiMap m = phi_map(c, omega.data());
         const int A = heads * d, steps = perf ? 1 : 3, blocks = rows * layers * heads, t0 = 6;
         StepParams p;
-        std::vector<float> state = uniforms(size_t(blocks) * (d + 1) * d, 10, 0.0f, 4.0f);
+        std::vector<float> state = uniforms(size_t(blocks) * n * (d + 1), 10, 0.0f, 4.0f);
         for (float &x : state) // the state as its storage holds it after position t0 - 1
           x = stored(x, f, state_scale_exponent(f, t0 - 1));
-        std::vector<uint8_t> st = to_storage(state, blocks, d, f, state_scale_exponent(f, t0 - 1));
+        std::vector<uint8_t> st =
+            to_storage(state, blocks, n, d, f, state_scale_exponent(f, t0 - 1));
         std::vector<float> att(size_t(rows) * A);
+#ifdef TARNN_TEST_CUDA
+        DeviceArray<float> domega(omega.empty() ? std::vector<float>{0.0f} : omega);
+        PhiMap dm = m;
+        dm.omega = domega.get();
+#endif
         for (int step = 0; step < steps; ++step) {
           p.t = t0 + step;
           const int e = state_scale_exponent(f, p.t);
           const auto qkv = uniforms(size_t(rows) * 3 * A, 20 + step, -2, 2);
           if (w == Where::Reference) {
+            std::vector<float> fq(static_cast<size_t>(n)), fk(static_cast<size_t>(n));
             for (int r = 0; r < rows; ++r)
               for (int h = 0; h < heads; ++h) {
                 const float *q = &qkv[size_t(r) * 3 * A + h * d], *k = q + A, *v = q + 2 * A;
-                float *S = &state[size_t((r * layers + layer) * heads + h) * (d + 1) * d];
-                float *z = S + size_t(d) * d, den = 0;
-                for (int i = 0; i < d; ++i) { // S += phi(k) v^T, z += phi(k), then read
-                  z[i] += phi(k[i]);
-                  den += phi(q[i]) * z[i];
+                phi_features(m, q, fq.data());
+                phi_features(m, k, fk.data());
+                float *S = &state[size_t((r * layers + layer) * heads + h) * n * (d + 1)];
+                float *z = S + size_t(n) * d, den = 0;
+                for (int i = 0; i < n; ++i) { // S += phi(k) v^T, z += phi(k), then read
+                  z[i] += fk[size_t(i)];
+                  den += fq[size_t(i)] * z[i];
                 }
                 for (int j = 0; j < d; ++j) {
                   float num = 0;
-                  for (int i = 0; i < d; ++i) {
-                    const float s = S[size_t(i) * d + j] + phi(k[i]) * v[j];
-                    num += phi(q[i]) * s;
+                  for (int i = 0; i < n; ++i) {
+                    const float s = S[size_t(i) * d + j] + fk[size_t(i)] * v[j];
+                    num += fq[size_t(i)] * s;
                     S[size_t(i) * d + j] = stored(s, f, e);
                   }
                   att[size_t(r) * A + h * d + j] = num / (den + kAttentionEps);
@@ -241,12 +262,12 @@ Case attention_case(int d, StateFormat f) {
               }
           } else if (w == Where::Twin) {
             *secs += timed_cpu(reps, [&] {
-              linear_attention_cpu(qkv.data(), st.data(), att.data(), rows, layer, layers, heads, d,
+              linear_attention_cpu(qkv.data(), st.data(), att.data(), rows, layer, layers, heads, m,
                                    f, p.t);
             });
           } else if (w == Where::Cpu) {
             *secs += timed_cpu(reps, [&] {
-              linear_attention_rows(qkv.data(), st.data(), f, p.t, att.data(), rows, layer, c);
+              linear_attention_rows(qkv.data(), st.data(), f, p.t, att.data(), rows, layer, c, m);
             });
           }
 #ifdef TARNN_TEST_CUDA
@@ -256,7 +277,7 @@ Case attention_case(int d, StateFormat f) {
             DeviceArray<StepParams> dp(std::vector<StepParams>{p});
             *secs += timed(reps, [&] {
               launch_linear_attention(dqkv.get(), dstate.get(), datt.get(), rows, layer, layers,
-                                      heads, d, f, dp.get(), nullptr);
+                                      heads, dm, f, dp.get(), nullptr);
             });
             st = dstate.download();
             att = datt.download();
@@ -270,7 +291,7 @@ Case attention_case(int d, StateFormat f) {
         const auto exponent = [&](int b) {
           return state_scale_exponent(f, (b / heads) % layers == layer ? t0 + steps - 1 : t0 - 1);
         };
-        o.f = w == Where::Reference ? state : from_storage(st, blocks, d, f, exponent);
+        o.f = w == Where::Reference ? state : from_storage(st, blocks, n, d, f, exponent);
         o.f.insert(o.f.end(), att.begin(), att.end());
         return o;
       }};
@@ -499,6 +520,28 @@ std::vector<Case> cases() {
   for (StateFormat f : all_state_formats())
     for (int d : {32, 6, 20, 64, 256})
       all.push_back(attention_case(d, f));
+  // the other feature maps (docs/SPEC.md "Feature maps"): relu at the register path's d_head and
+  // off it; each random-feature map with F other than d_head (S not square), in fp32 and fp16
+  auto map = [](FeatureMapKind k, int n_dims, double temp,
+                FeatureMapKind fn = FeatureMapKind::Relu) {
+    FeatureMap fm;
+    fm.kind = k;
+    fm.n_dims = n_dims;
+    fm.softmax_temp = temp;
+    fm.smoothing = 0.5;
+    fm.kernel_fn = fn;
+    return MapCase{fm, std::string(", ") + feature_map_name(k) +
+                           (n_dims ? " n_dims " + std::to_string(n_dims) : "")};
+  };
+  for (StateFormat f : {StateFormat::Fp32, StateFormat::Fp16}) {
+    for (int d : {32, 20})
+      all.push_back(attention_case(d, f, map(FeatureMapKind::Relu, 0, 1)));
+    all.push_back(attention_case(32, f, map(FeatureMapKind::RandomFourier, 40, 0.2)));
+    all.push_back(attention_case(6, f, map(FeatureMapKind::SmoothedRandomFourier, 10, 0.4)));
+    all.push_back(attention_case(20, f, map(FeatureMapKind::Favor, 12, 0.05)));
+    all.push_back(attention_case(
+        6, f, map(FeatureMapKind::GeneralizedRandom, 9, 1, FeatureMapKind::EluPlusOne)));
+  }
   return all;
 }
 
