@@ -64,4 +64,18 @@ StateFormat parse_state_format(const std::string &s);
 // (kernels/state_format.h lays it out).
 int64_t state_bytes_per_image(const Config &c, StateFormat s);
 
+// Whether the model attends by softmax (config.json "attention": "softmax"): it keeps the keys and
+// values of every earlier position (a KV cache) where linear attention keeps S and z.
+bool keeps_kv_cache(const Config &c);
+
+// The KV cache of one image at the last position: K and V of every layer and head for all L
+// positions, fp32 (what a softmax model holds per image; it grows with the position, and this is
+// its size at the end).
+int64_t kv_cache_bytes_per_image(const Config &c);
+
+// What one image keeps of its past, the most it holds at any position: the state S and z in
+// format s (linear attention), or the full-length KV cache (softmax, fp32 whatever s). Every
+// memory check and batch layout counts this.
+int64_t memory_bytes_per_image(const Config &c, StateFormat s);
+
 } // namespace tarnn

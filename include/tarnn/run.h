@@ -39,7 +39,9 @@ void check_run_options(const RunOptions &o);
 
 // The options with their defaults filled in (batch 0 stays 0 on cuda: it depends on free GPU
 // memory, known when the job runs). Throws Error for an unknown device, a batch or thread count
-// out of range, or a CPU batch whose state would not fit in this machine's memory.
+// out of range, or a CPU batch whose state would not fit in this machine's memory; for a softmax
+// model (config.json "attention"), also for a device without a KV cache (cuda) or a --state other
+// than fp32 (its cache is fp32).
 RunOptions resolve_run_options(const Config &c, RunOptions o);
 
 // The one memory check: throws Error "WHAT needs N MB, more than 3/4 of this machine's M MB" when
@@ -111,7 +113,8 @@ public:
   int64_t batch_for(int64_t count) const;
 
   // The bytes of state a run of `count` images holds in this machine's memory (0 where the
-  // device keeps it in its own): what check_memory must count.
+  // device keeps it in its own): what check_memory must count. For a softmax model the state is
+  // each image's KV cache at its full length (numerics.h: memory_bytes_per_image).
   double host_state_bytes(int64_t count) const;
 
   // Runs the job; exceptions from workers or the device surface here as Error. Several threads

@@ -105,7 +105,8 @@ BenchResult measure(const BenchOptions &o) {
   const AttentionForm form = form_of(o.attention);
   Model model = bench_model(o);
   // the form timed is --attention's, whatever attention the weights were trained with: the
-  // Engine, which runs jobs in linear attention only, holds them as such
+  // Engine holds them as linear (its state and memory check), and the timed steps bring the
+  // form's own memory (timed_steps.cpp: a KV cache, a prefix)
   model.config.attention = "linear";
   Engine engine(std::move(model), o.run);
   const Config &c = engine.config();

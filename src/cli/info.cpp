@@ -1,4 +1,6 @@
-// tarnn info: a model's config, parameter count and state bytes per image.
+// tarnn info: a model's config, parameter count and state bytes per image (a softmax model's
+// KV cache, at the last position).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -17,6 +19,19 @@ int run_info(const InfoArgs &a) {
   const std::string path = find_model(a.model);
   const Model m = load_model(path);
   const Config &cfg = m.config;
+  const int64_t per_image = memory_bytes_per_image(cfg, StateFormat::Fp32);
+  char memory[256];
+  if (keeps_kv_cache(cfg)) // softmax: keys and values of every earlier position
+    std::snprintf(memory, sizeof memory,
+                  "KV cache/image  %lld bytes at the last position, %lld per position (K and V of "
+                  "every layer and head, fp32; grows with the position)",
+                  static_cast<long long>(per_image),
+                  static_cast<long long>(per_image / std::max(1, cfg.positions())));
+  else
+    std::snprintf(memory, sizeof memory,
+                  "state per image %lld bytes (S and z of every layer and head, %s; constant in "
+                  "the position)",
+                  static_cast<long long>(per_image), name(StateFormat::Fp32));
   char text[2048];
   std::snprintf(text, sizeof text,
                 "model           %s\n"
@@ -25,20 +40,20 @@ int run_info(const InfoArgs &a) {
                 "output          %d logistics (%d values)\n"
                 "attention       %s\n"
                 "parameters      %lld (positional table included)\n"
-                "state per image %lld bytes (S and z of every layer and head, %s; constant in the "
-                "position)\n",
+                "%s\n",
                 path.c_str(), cfg.height, cfg.width,
                 count_of(cfg.channels, "channel", "channels").c_str(), cfg.bytes_per_image(),
                 cfg.positions(), cfg.n_layers, cfg.n_heads, cfg.d_head, cfg.d_model, cfg.d_ff,
                 act_name(cfg.activation), cfg.mixtures, cfg.d_out(), cfg.attention.c_str(),
-                static_cast<long long>(cfg.parameter_count()),
-                static_cast<long long>(state_bytes_per_image(cfg, StateFormat::Fp32)),
-                name(StateFormat::Fp32));
+                static_cast<long long>(cfg.parameter_count()), memory);
   nlohmann::json j = json_header("info");
   j.update({{"model", path},
             {"config", nlohmann::json::parse(cfg.to_json())},
             {"parameters", cfg.parameter_count()},
-            {"state_bytes_per_image", state_bytes_per_image(cfg, StateFormat::Fp32)},
+            {"attention", cfg.attention},
+            // S and z (linear), or the KV cache at the last position (softmax: grows with t)
+            {"state_bytes_per_image", per_image},
+            {"memory_grows_with_position", keeps_kv_cache(cfg)},
             {"positions", cfg.positions()}});
   a.report.emit(std::string(text) + "config.json     " + cfg.to_json() + "\n", j);
   return 0;

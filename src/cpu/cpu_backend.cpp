@@ -14,6 +14,7 @@
 #include "../../kernels/cpu_features.h"
 #include "../base/util.h"
 #include "../model/rollout.h"
+#include "../softmax/softmax_ops.h"
 #include "cpu_backend.h"
 #include "cpu_ops.h"
 #include "tarnn/error.h"
@@ -152,15 +153,14 @@ private:
     const BatchLayout layout = batch_layout(c, std::min(rows, count), options_.state);
     std::vector<double> memory(layout.total / sizeof(double) + 1); // 8-byte aligned, zeroed
     const StepBuffers b = step_buffers(memory.data(), layout);
-    CpuOps ops(c, weights_.view(), b, kernels_);
     // the prefill's own rows: up to kPrefillRows positions of one image at a time, one state
     const BatchLayout pre_layout =
         batch_layout(c, std::min(kPrefillRows, c.positions()), options_.state, 1);
     std::vector<double> pre_memory(pre_layout.total / sizeof(double) + 1);
     const StepBuffers pre_b = step_buffers(pre_memory.data(), pre_layout);
     const std::shared_ptr<WorkerTeam> team =
-        prefill_threads > 1 && options_.prefill ? teams_.lend(prefill_threads) : nullptr;
-    PrefillOps pre(c, weights_.view(), pre_b, kernels_, team.get());
+        prefill_threads > 1 && options_.prefill && !keeps_kv_cache(c) ? teams_.lend(prefill_threads)
+                                                                      : nullptr;
     const size_t T = size_t(c.bytes_per_image());
     Rollout mine = job;
     mine.count = count;
@@ -175,7 +175,17 @@ private:
       mine.grown = [&job, first](int64_t image, int64_t n, int t) {
         job.grown(first + image, n, t);
       };
-    rollout(ops, c, mine, hook, 8, options_.prefill ? &pre : nullptr);
+    // The same rollout for either attention: a softmax model's ops keep each image's KV cache in
+    // its state row, and its prefill fills the cache (kv_attention_positions): the steps' bits.
+    if (keeps_kv_cache(c)) {
+      KvOps<CpuKernels> ops(c, weights_.view(), b, kernels_);
+      KvPrefillOps<CpuKernels> pre(c, weights_.view(), pre_b, kernels_);
+      rollout(ops, c, mine, hook, 8, options_.prefill ? &pre : nullptr);
+    } else {
+      CpuOps ops(c, weights_.view(), b, kernels_);
+      PrefillOps pre(c, weights_.view(), pre_b, kernels_, team.get());
+      rollout(ops, c, mine, hook, 8, options_.prefill ? &pre : nullptr);
+    }
   }
 
   const Model &model_;

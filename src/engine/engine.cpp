@@ -56,6 +56,20 @@ Knobs knobs_from_environment() {
   return k;
 }
 
+// A softmax model (config.json "attention": "softmax") runs its jobs through a KV cache: on the
+// devices whose backend has one (the registry's forms), and in fp32 only (a KV cache is not the
+// linear state --state describes; fp32 is the default, so a run that leaves --state out passes).
+void check_softmax_options(const RunOptions &o, const BackendEntry &device) {
+  if (!has(device.forms, AttentionForm::Softmax))
+    throw Error("--device " + std::string(name(o.device)) +
+                " runs linear attention only, and this model's config.json says attention "
+                "\"softmax\": run it with --device cpu (its KV cache is on the CPU)");
+  if (o.state != StateFormat::Fp32)
+    throw Error(std::string("--state ") + name(o.state) +
+                " stores linear attention's state S; this model's attention is softmax, whose "
+                "KV cache is fp32: leave --state out (or --state fp32)");
+}
+
 } // namespace
 
 void check_run_options(const RunOptions &o) {
@@ -89,6 +103,8 @@ void check_run_options(const RunOptions &o) {
 RunOptions resolve_run_options(const Config &c, RunOptions o) {
   check_run_options(o);
   const BackendEntry &device = backend_entry(o.device);
+  if (keeps_kv_cache(c))
+    check_softmax_options(o, device);
   if (o.threads == 0)
     o.threads = int(std::max(1u, std::thread::hardware_concurrency()));
   if (const int most = state_max_positions(o.state); most > 0 && c.positions() > most)
@@ -98,8 +114,10 @@ RunOptions resolve_run_options(const Config &c, RunOptions o) {
   if (o.batch == 0)
     o.batch = device.default_batch; // 0 stays 0: as many as fit, known when a job runs
   if (device.host_state)
-    check_memory(double(o.batch) * double(state_bytes_per_image(c, o.state)),
-                 "--batch " + std::to_string(o.batch) + " (the state S and z of every image)");
+    check_memory(double(o.batch) * double(memory_bytes_per_image(c, o.state)),
+                 "--batch " + std::to_string(o.batch) +
+                     (keeps_kv_cache(c) ? " (the KV cache of every image, at the last position)"
+                                        : " (the state S and z of every image)"));
   return o;
 }
 
@@ -109,10 +127,6 @@ Engine::Engine(Model model, const RunOptions &options)
 Engine::Engine(Model model, const RunOptions &options, const Knobs &knobs)
     : model_(std::make_unique<const Model>(std::move(model))),
       options_(resolve_run_options(model_->config, options)) {
-  if (model_->config.attention != "linear") // the backends step S and z; softmax needs a cache
-    throw Error(model_->source + ": config.json says attention \"" + model_->config.attention +
-                "\": sample, score and complete run linear attention in RNN mode only (bench " +
-                "--attention softmax runs such models)");
   backend_ = backend_entry(options_.device).make(*model_, options_, knobs);
 }
 
@@ -130,7 +144,7 @@ int64_t Engine::batch_for(int64_t count) const { return backend_->batch_for(coun
 
 double Engine::host_state_bytes(int64_t count) const {
   return backend_entry(options_.device).host_state
-             ? double(batch_for(count)) * double(state_bytes_per_image(config(), options_.state))
+             ? double(batch_for(count)) * double(memory_bytes_per_image(config(), options_.state))
              : 0.0;
 }
 

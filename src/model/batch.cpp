@@ -26,7 +26,8 @@ BatchLayout batch_layout(const Config &c, int64_t rows, StateFormat format, int6
   place(l.hid, n * c.d_ff * 4);
   place(l.o, n * c.d_out() * 4);
   l.state_format = format;
-  l.state_row_bytes = size_t(state_bytes_per_image(c, format));
+  // a softmax model's "state" is its KV cache (full length): kept per image as S and z are
+  l.state_row_bytes = state_rows > 0 ? size_t(memory_bytes_per_image(c, format)) : 0;
   l.state_bytes = size_t(state_rows) * l.state_row_bytes;
   place(l.state, l.state_bytes);
   place(l.cur, n);

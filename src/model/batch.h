@@ -21,11 +21,13 @@ struct BatchLayout {
   size_t x = 0, qkv = 0, att = 0, y = 0, hid = 0, o = 0, state = 0, cur = 0, out = 0, given = 0,
          known = 0, log_prob = 0, keys = 0, params = 0, total = 0;
   StateFormat state_format = StateFormat::Fp32;
-  size_t state_row_bytes = 0; // S and z of one image (state_bytes_per_image)
+  size_t state_row_bytes = 0; // S and z (or the KV cache) of one image (memory_bytes_per_image)
   size_t state_bytes = 0;     // of all rows with a state, no more
 };
 
-// `state_rows` images get a state (the softmax baselines keep theirs elsewhere: 0).
+// `state_rows` images get a state (the benchmark's softmax decoders keep theirs elsewhere: 0, and
+// then state_row_bytes is 0 too). A softmax model's state is its KV cache at full length
+// (memory_bytes_per_image; src/softmax: KvOps lays it out).
 BatchLayout batch_layout(const Config &c, int64_t rows, StateFormat format, int64_t state_rows);
 inline BatchLayout batch_layout(const Config &c, int64_t rows, StateFormat format) {
   return batch_layout(c, rows, format, rows);

@@ -141,4 +141,14 @@ int64_t state_bytes_per_image(const Config &c, StateFormat s) {
   return int64_t(c.n_layers) * c.n_heads * int64_t(state_block_bytes(c.features(), c.d_head, s));
 }
 
+bool keeps_kv_cache(const Config &c) { return c.attention == "softmax"; }
+
+int64_t kv_cache_bytes_per_image(const Config &c) {
+  return 2 * int64_t(c.positions()) * c.n_layers * c.d_attn() * 4;
+}
+
+int64_t memory_bytes_per_image(const Config &c, StateFormat s) {
+  return keeps_kv_cache(c) ? kv_cache_bytes_per_image(c) : state_bytes_per_image(c, s);
+}
+
 } // namespace tarnn

@@ -263,7 +263,7 @@ public:
   }
   int64_t parameters() const { return engine_.config().parameter_count(); }
   int64_t state_bytes() const {
-    return state_bytes_per_image(engine_.config(), engine_.options().state);
+    return memory_bytes_per_image(engine_.config(), engine_.options().state);
   }
   std::string device() const { return engine_.device(); }
 
@@ -399,8 +399,10 @@ PYBIND11_MODULE(tarnn, m) {
       .def_property_readonly("parameters", &PyModel::parameters,
                              "Parameter count (the stored positional table included).")
       .def_property_readonly("state_bytes_per_image", &PyModel::state_bytes,
-                             "Bytes of state (S and z of every layer and head) per image: "
-                             "constant in the position.")
+                             "Bytes of state per image: S and z of every layer and head, "
+                             "constant in the position (linear attention), or a softmax "
+                             "model's KV cache at the last position (it grows with the "
+                             "position).")
       .def_property_readonly("device", &PyModel::device, "The device it runs on, in words.")
       .def("sample", &PyModel::sample, py::arg("n"), py::arg("seed") = kDefaultSeed,
            py::arg("first") = 0, py::arg("batch") = py::none(), py::arg("progress") = false,

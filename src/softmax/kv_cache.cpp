@@ -33,9 +33,19 @@ AttendFn attend() {
 } // namespace
 
 KvCache::KvCache(const Config &c, int images, int capacity)
-    : layers_(c.n_layers), heads_(c.n_heads), d_head_(c.d_head), capacity_(capacity),
-      block_(2 * int64_t(c.d_head) * capacity),
-      data_(size_t(images) * layers_ * heads_ * block_, 0.0f) {}
+    : images_(images), layers_(c.n_layers), heads_(c.n_heads), d_head_(c.d_head),
+      capacity_(capacity), block_(2 * int64_t(c.d_head) * capacity),
+      own_(size_t(images) * layers_ * heads_ * block_, 0.0f), data_(own_.data()) {}
+
+KvCache::KvCache(const Config &c, void *memory, int images, int capacity)
+    : images_(images), layers_(c.n_layers), heads_(c.n_heads), d_head_(c.d_head),
+      capacity_(capacity), block_(2 * int64_t(c.d_head) * capacity),
+      data_(static_cast<float *>(memory)) {}
+
+void check_kv_rows(const Config &c, const StepBuffers &b) {
+  if (!keeps_kv_cache(c) || b.state_row_bytes != size_t(kv_cache_bytes_per_image(c)))
+    throw Error("a KV cache in a batch needs a softmax model's layout (a full-length cache a row)");
+}
 
 void kv_attention(const Config &c, const StepBuffers &b, KvCache &cache, int first, int layer,
                   int rows, float *scores) {
@@ -54,6 +64,27 @@ void kv_attention(const Config &c, const StepBuffers &b, KvCache &cache, int fir
       std::memcpy(V + size_t(t) * dh, v, dh * 4);
       f(q + h * dh, KT, cap, V, t + 1, dh, scores, b.att + size_t(r) * A + h * dh);
     }
+  }
+}
+
+void kv_attention_positions(const Config &c, const StepBuffers &b, KvCache &cache, int layer,
+                            int rows, float *scores) {
+  const int A = c.d_attn(), dh = c.d_head, cap = cache.capacity(), t = b.params->t;
+  if (t < 0 || t + rows > cap)
+    throw Error("KV cache holds " + std::to_string(cap) + " positions, asked for positions " +
+                std::to_string(t) + ".." + std::to_string(t + rows - 1));
+  const AttendFn f = attend();
+  for (int h = 0; h < c.n_heads; ++h) {
+    float *KT = cache.keys(0, layer, h), *V = cache.values(0, layer, h);
+    for (int r = 0; r < rows; ++r) { // every row's key and value first: row r reads 0..t+r
+      const float *qkv = b.qkv + size_t(r) * 3 * A;
+      for (int i = 0; i < dh; ++i)
+        KT[size_t(i) * cap + t + r] = qkv[A + h * dh + i];
+      std::memcpy(V + size_t(t + r) * dh, qkv + 2 * A + h * dh, dh * 4);
+    }
+    for (int r = 0; r < rows; ++r) // causal: position t + r attends to 0..t+r
+      f(b.qkv + size_t(r) * 3 * A + h * dh, KT, cap, V, t + r + 1, dh, scores,
+        b.att + size_t(r) * A + h * dh);
   }
 }
 

@@ -1,14 +1,19 @@
-// The paper's softmax baselines (docs/SPEC.md section 1), for the benchmark: the same weights, the
-// same forward (model/forward.h) and any backend's host Kernels (model/host_ops.h: its GEMM and
-// LayerNorm); only the attention op differs.
-//   KvOps: a KV cache keeps every earlier key and value (memory grows with the position).
+// Softmax attention (docs/SPEC.md section 1) with the same weights, the same forward
+// (model/forward.h) and any backend's host Kernels (model/host_ops.h: its GEMM and LayerNorm); only
+// the attention op differs.
+//   KvOps: a KV cache keeps every earlier key and value (memory grows with the position). The
+//   engine runs a softmax model's jobs with it (the CPU backend's rollout), and the benchmark
+//   times it.
+//   KvPrefillOps: the known leading bytes of one image as rows of one forward (model/prefill.h),
+//   filling that image's cache with causal attention: the steps' bits.
 //   RecomputeOps: the whole prefix p_0..p_t runs through every layer at every step, one row per
 //   position (the paper's "softmax" row: O(t) work at step t, O(L^2) per image).
-// Both call kernels/softmax_attention.h on the same keys and values, so they agree to the bit.
+// All call kernels/softmax_attention.h on the same keys and values, so they agree to the bit.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "../model/decoder.h"
@@ -18,27 +23,31 @@ namespace tarnn {
 
 // Keys and values of positions 0..capacity-1 for `images` images, fp32. Per image, layer and
 // head: the keys transposed [d_head, capacity] (see kernels/softmax_attention.h), then the values
-// [capacity, d_head]. Allocated (and touched) whole, so a step never waits on a page fault.
+// [capacity, d_head]; at capacity L an image's cache is memory_bytes_per_image (numerics.h) bytes.
+// Either its own memory, allocated (and touched) whole, so a step never waits on a page fault, or
+// a view of memory laid out so (a batch's state block, model/batch.h: one image's cache a row).
 class KvCache {
 public:
   KvCache(const Config &c, int images, int capacity);
+  KvCache(const Config &c, void *memory, int images, int capacity); // a view
+  KvCache(const KvCache &) = delete;
+  KvCache &operator=(const KvCache &) = delete;
   float *keys(int image, int layer, int head) {
-    return data_.data() + ((int64_t(image) * layers_ + layer) * heads_ + head) * block_;
+    return data_ + ((int64_t(image) * layers_ + layer) * heads_ + head) * block_;
   }
   float *values(int image, int layer, int head) {
     return keys(image, layer, head) + int64_t(d_head_) * capacity_;
   }
   int capacity() const { return capacity_; }
-  int64_t bytes() const { return int64_t(data_.size()) * 4; }
+  int64_t bytes() const { return int64_t(images_) * layers_ * heads_ * block_ * 4; }
   // K and V of every layer and head for all L positions: what one image holds at its last step.
-  static int64_t bytes_per_image(const Config &c) {
-    return 2 * int64_t(c.positions()) * c.n_layers * c.d_attn() * 4;
-  }
+  static int64_t bytes_per_image(const Config &c) { return kv_cache_bytes_per_image(c); }
 
 private:
-  int layers_, heads_, d_head_, capacity_;
+  int images_, layers_, heads_, d_head_, capacity_;
   int64_t block_;
-  std::vector<float> data_;
+  std::vector<float> own_;
+  float *data_;
 };
 
 // One layer's attention over a KV cache for `rows` rows, images first, first + 1, ... of the cache,
@@ -47,27 +56,70 @@ private:
 void kv_attention(const Config &c, const StepBuffers &b, KvCache &cache, int first, int layer,
                   int rows, float *scores);
 
+// One layer's attention for `rows` rows that are positions t, t + 1, ... of image 0 of the cache
+// (t = b.params->t): appends their keys and values, then row r attends over 0..t+r, as the step
+// at t + r does.
+void kv_attention_positions(const Config &c, const StepBuffers &b, KvCache &cache, int layer,
+                            int rows, float *scores);
+
 // One layer's causal attention over `rows` rows that are positions 0..rows-1 of one image; keys
 // and values: room for one layer's L x d_attn each; scores: L floats.
 void prefix_attention(const Config &c, const StepBuffers &b, int rows, float *keys, float *values,
                       float *scores);
 
+// Throws unless each state row of `b` is one image's full-length KV cache (batch_layout of a
+// softmax model).
+void check_kv_rows(const Config &c, const StepBuffers &b);
+
 // Rows are images first, first + 1, ... of the cache; the step's position is params->t. Whatever
 // the cache holds at 0..t-1 is used, so a benchmark may step at t without steps 0..t-1 first (the
-// time does not depend on values).
+// time does not depend on values). Without a cache the batch's state block is the cache, one image
+// a row (a rollout: every image starts at position 0 and writes 0..t-1 before it reads them, so
+// nothing needs zeroing between chunks).
 template <class Kernels> class KvOps : public HostOps<KvOps<Kernels>, Kernels> {
 public:
   KvOps(const Config &c, const ModelView &w, const StepBuffers &b, Kernels k, KvCache &cache,
         int first)
       : HostOps<KvOps, Kernels>(c, w, b, k), cache_(cache), first_(first),
         scores_(size_t(c.positions())) {}
+  KvOps(const Config &c, const ModelView &w, const StepBuffers &b, Kernels k = {})
+      : HostOps<KvOps, Kernels>(c, w, b, k),
+        own_(std::make_unique<KvCache>(c, b.state, b.rows, c.positions())), cache_(*own_),
+        first_(0), scores_(size_t(c.positions())) {
+    check_kv_rows(c, b);
+  }
   void attention(int layer, int rows) {
     kv_attention(this->c_, this->b_, cache_, first_, layer, rows, scores_.data());
   }
 
 private:
+  std::unique_ptr<KvCache> own_; // the view of the batch's state block, if that is the cache
   KvCache &cache_;
   int first_;
+  std::vector<float> scores_;
+};
+
+// model/prefill.h's Pre for a softmax model: rows are consecutive positions of one image, whose
+// cache is buffers().state (a layout with one state row). Each row's keys and values are the
+// step's (the GEMM's elements do not depend on the rows beside them) and each row attends over
+// the same keys as the step at its position, so the cache, the images and the log-likelihoods
+// are the step-by-step rollout's, bit for bit; the GEMMs read their weights once for up to
+// kPrefillRows positions.
+template <class Kernels> class KvPrefillOps : public HostOps<KvPrefillOps<Kernels>, Kernels> {
+public:
+  KvPrefillOps(const Config &c, const ModelView &w, const StepBuffers &b, Kernels k = {})
+      : HostOps<KvPrefillOps, Kernels>(c, w, b, k), cache_(c, b.state, 1, c.positions()),
+        scores_(size_t(c.positions())) {
+    check_kv_rows(c, b);
+  }
+  void embed(const ModelView &w, int rows) { this->embed_positions(w, rows); }
+  void attention(int layer, int rows) {
+    kv_attention_positions(this->c_, this->b_, cache_, layer, rows, scores_.data());
+  }
+  bool worth_prefilling(int, int) const { return true; } // on the CPU, as for linear attention
+
+private:
+  KvCache cache_;
   std::vector<float> scores_;
 };
 

@@ -181,3 +181,165 @@ TEST(SoftmaxMath, ExpNonPositiveIsAccurate) {
   EXPECT_LT(worst, 3 * 5.97e-8) << "relative error"; // 3 ulp of float (2^-24 each)
   std::printf("worst relative error %.3g\n", worst);
 }
+
+// ---- a softmax model through the Engine: sample, score and complete on the CPU backend ---------
+
+namespace {
+
+Engine softmax_engine(int64_t batch, int threads, bool prefill = true) {
+  RunOptions o;
+  o.batch = batch;
+  o.threads = threads;
+  o.prefill = prefill;
+  return Engine(load_model(softmax_golden()), o);
+}
+
+// The images of `seed` as the decoder that matches PyTorch (KvCache, one position at a time) and
+// SPEC section 3's sampler make them: what the Engine's rollout must give, byte for byte.
+std::vector<uint8_t> decoder_samples(int n, uint64_t seed) {
+  const Model m = load_model(softmax_golden());
+  const Config &c = m.config;
+  const CpuWeights w(m, Precision::Fp32);
+  KvCache cache(c, n, c.positions());
+  Decoder<KvOps<CpuKernels>> dec(c, w.view(), n, std::nullopt, CpuKernels{}, cache, 0);
+  const int T = c.bytes_per_image(), K3 = c.d_out();
+  std::vector<uint8_t> img(size_t(n) * T, 0), cur(n);
+  std::vector<float> o(size_t(n) * K3);
+  for (int t = 0; t < c.positions(); ++t) {
+    for (int r = 0; r < n; ++r)
+      cur[r] = img[size_t(r) * T + t];
+    dec.step(t, cur.data(), o.data());
+    for (int r = 0; r < n; ++r)
+      img[size_t(r) * T + t + 1] = uint8_t(sample_byte(&o[size_t(r) * K3], c.mixtures, seed, r, t));
+  }
+  return img;
+}
+
+} // namespace
+
+TEST(SoftmaxEngine, SamplesTheDecodersImages) {
+  Engine e = softmax_engine(4, 2);
+  const ImageSet got = sample_images(e, 7, 11);
+  EXPECT_EQ(got.bytes, decoder_samples(7, 11));
+}
+
+// Image i of a seed is the same whatever --batch and --threads (SPEC section 3), and --first.
+TEST(SoftmaxEngine, SameImagesForAnyBatchAndThreads) {
+  Engine one = softmax_engine(1, 1);
+  const ImageSet want = sample_images(one, 9, 3);
+  for (int64_t batch : {2, 5, 9})
+    for (int threads : {1, 2, 3}) {
+      Engine e = softmax_engine(batch, threads);
+      EXPECT_EQ(sample_images(e, 9, 3).bytes, want.bytes) << batch << " " << threads;
+    }
+  const int T = one.config().bytes_per_image();
+  const ImageSet tail = sample_images(one, 4, 3, 5);
+  EXPECT_TRUE(std::equal(tail.bytes.begin(), tail.bytes.end(), want.bytes.begin() + 5 * T));
+}
+
+// Scoring is everything known: the prefill fills the cache with all L positions at once. Its
+// bits/dim are PyTorch's (the golden's float64 parallel form) and the step-by-step rollout's.
+TEST(SoftmaxEngine, ScoresAsPyTorchWithAndWithoutPrefill) {
+  const auto expected = nlohmann::json::parse(read_file(softmax_golden() + "/expected.json"));
+  Engine pre = softmax_engine(2, 2, true), steps = softmax_engine(3, 1, false);
+  const ImageSet in = read_images(softmax_golden() + "/inputs-idx-ubyte", pre.config());
+  const std::vector<double> a = score_images(pre, in), b = score_images(steps, in);
+  ASSERT_EQ(a.size(), expected["bits_per_dim"].size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::fabs(a[i] - expected["bits_per_dim"][i].get<double>()));
+    EXPECT_EQ(a[i], b[i]) << "image " << i << ": prefill and steps differ";
+  }
+  EXPECT_LT(worst, 1e-5);
+  std::printf("max |bits/dim - PyTorch| %.3g over %zu images\n", worst, a.size());
+}
+
+// Completion with any mask (known bytes after unknown ones: teacher forcing in the middle), the
+// prefill over the known top rows, the same completions for any batch and threads.
+TEST(SoftmaxEngine, CompletesWithMasksTheSameWhateverTheRun) {
+  Engine base = softmax_engine(1, 1, false);
+  const Config &c = base.config();
+  const ImageSet in = read_images(softmax_golden() + "/inputs-idx-ubyte", c);
+  std::vector<uint8_t> top(c.bytes_per_image(), 0), odd(c.bytes_per_image(), 0);
+  for (int i = 0; i < c.bytes_per_image(); ++i) {
+    top[i] = i < c.bytes_per_image() / 2;
+    odd[i] = i % 3 == 1;
+  }
+  for (const auto &known : {top, odd}) {
+    const ImageSet want = complete_images(base, in, {0, 1, 2}, known, 3, 5);
+    for (int i = 0; i < 9; ++i) // known bytes are the input's
+      for (int j = 1; j < c.bytes_per_image(); ++j)
+        if (known[j]) {
+          ASSERT_EQ(want.bytes[size_t(i) * c.bytes_per_image() + j],
+                    in.bytes[size_t(i / 3) * c.bytes_per_image() + j]);
+        }
+    for (bool prefill : {true, false}) {
+      Engine e = softmax_engine(4, 2, prefill);
+      EXPECT_EQ(complete_images(e, in, {0, 1, 2}, known, 3, 5).bytes, want.bytes) << prefill;
+    }
+  }
+}
+
+// bf16 GEMMs run softmax attention too (only the linear layers change).
+TEST(SoftmaxEngine, RunsBf16Gemms) {
+  RunOptions o;
+  o.precision = Precision::Bf16;
+  o.threads = 1;
+  Engine e(load_model(softmax_golden()), o);
+  const ImageSet in = read_images(softmax_golden() + "/inputs-idx-ubyte", e.config());
+  for (double b : score_images(e, in))
+    EXPECT_TRUE(std::isfinite(b) && b > 0);
+}
+
+// CUDA runs linear attention only: a softmax model is refused before any work, naming the fix.
+TEST(SoftmaxEngine, CudaRefusesWithOneLineNamingTheCpu) {
+  Config c = load_model(softmax_golden()).config;
+  RunOptions o;
+  o.device = Device::Cuda;
+  const std::string why = error_of([&] { resolve_run_options(c, o); });
+  EXPECT_NE(why.find("--device cuda runs linear attention only"), std::string::npos) << why;
+  EXPECT_NE(why.find("run it with --device cpu"), std::string::npos) << why;
+  EXPECT_EQ(why.find('\n'), std::string::npos);
+  EXPECT_EQ(error_of([&] { Engine(load_model(softmax_golden()), o); }), why);
+  c.attention = "linear"; // the same options pass the softmax check for a linear model
+  EXPECT_EQ(error_of([&] { resolve_run_options(c, o); }).find("linear attention only"),
+            std::string::npos);
+}
+
+// A KV cache is fp32: --state fp16 (linear attention's S) is refused for a softmax model.
+TEST(SoftmaxEngine, StateFormatsOtherThanFp32AreRefused) {
+  const Config c = load_model(softmax_golden()).config;
+  RunOptions o;
+  o.state = StateFormat::Fp16;
+  const std::string why = error_of([&] { resolve_run_options(c, o); });
+  EXPECT_NE(why.find("--state fp16 stores linear attention's state S"), std::string::npos) << why;
+  o.state = StateFormat::Fp32;
+  EXPECT_NO_THROW(resolve_run_options(c, o));
+}
+
+// The memory pre-check counts each image's full-length KV cache: a batch whose caches pass 3/4 of
+// this machine's memory is refused before any work, when the same batch of linear states fits.
+TEST(SoftmaxEngine, MemoryCheckCountsTheFullLengthCache) {
+  Config c = Config::cifar10(); // 100 MB of keys and values per image, 540 KB of linear state
+  c.attention = "softmax";
+  EXPECT_EQ(memory_bytes_per_image(c, StateFormat::Fp32), KvCache::bytes_per_image(c));
+  EXPECT_EQ(memory_bytes_per_image(c, StateFormat::Fp16), KvCache::bytes_per_image(c));
+  RunOptions o;
+  o.batch =
+      int64_t(0.75 * double(physical_memory_bytes()) / double(KvCache::bytes_per_image(c))) + 1;
+  const std::string why = error_of([&] { resolve_run_options(c, o); });
+  EXPECT_NE(why.find("(the KV cache of every image, at the last position) needs"),
+            std::string::npos)
+      << why;
+  c.attention = "linear";
+  EXPECT_EQ(memory_bytes_per_image(c, StateFormat::Fp32),
+            state_bytes_per_image(c, StateFormat::Fp32));
+  EXPECT_NO_THROW(resolve_run_options(c, o));
+}
+
+// An Engine's count for sample's and complete's checks is the cache too.
+TEST(SoftmaxEngine, HostStateBytesAreTheCaches) {
+  Engine e = softmax_engine(4, 1);
+  EXPECT_EQ(e.host_state_bytes(10), 4.0 * double(KvCache::bytes_per_image(e.config())));
+  EXPECT_EQ(KvCache::bytes_per_image(e.config()), 2 * 39 * 2 * 18 * 4); // 11,232 bytes
+}
