@@ -32,6 +32,13 @@ int run_info(const InfoArgs &a) {
                   "state per image %lld bytes (S and z of every layer and head, %s; constant in "
                   "the position)",
                   static_cast<long long>(per_image), name(StateFormat::Fp32));
+  std::string attention = cfg.attention; // linear: its feature map, and S's shape when not square
+  if (cfg.attention == "linear") {
+    attention += std::string(", feature map ") + feature_map_name(cfg.feature_map.kind);
+    if (cfg.features() != cfg.d_head)
+      attention += " (S is " + std::to_string(cfg.features()) + " x " + std::to_string(cfg.d_head) +
+                   " a head)";
+  }
   char text[2048];
   std::snprintf(text, sizeof text,
                 "model           %s\n"
@@ -44,7 +51,7 @@ int run_info(const InfoArgs &a) {
                 path.c_str(), cfg.height, cfg.width,
                 count_of(cfg.channels, "channel", "channels").c_str(), cfg.bytes_per_image(),
                 cfg.positions(), cfg.n_layers, cfg.n_heads, cfg.d_head, cfg.d_model, cfg.d_ff,
-                act_name(cfg.activation), cfg.mixtures, cfg.d_out(), cfg.attention.c_str(),
+                act_name(cfg.activation), cfg.mixtures, cfg.d_out(), attention.c_str(),
                 static_cast<long long>(cfg.parameter_count()), memory);
   nlohmann::json j = json_header("info");
   j.update({{"model", path},
