@@ -11,7 +11,10 @@ goldens) or a path to a config.json. Weights use torch's default initialisation 
 the LayerNorm weights and biases perturbed so that a loader that ignores them fails the tests.
 
 --attention overrides the config's attention (linear or softmax, same weights for a given seed);
-the golden's expected values then come from that attention's parallel form.
+the golden's expected values then come from that attention's parallel form. --feature-map
+overrides linear attention's feature map (docs/SPEC.md section 1): a kind, or config.json's
+object as JSON, '{"kind": "favor", "n_dims": 8}'; a random-feature map's omega is drawn from
+N(0, 1) with --seed (its own generator: the other weights are those of the elu+1 model).
 
 --golden N also writes, from the parallel (causal, equation 9) form of tools/tarnn_model.py run in
 float64: inputs-idx-ubyte (N images: random bytes, all black, sparse strokes), expected.json
@@ -48,10 +51,23 @@ def random_model(cfg, seed):
         for name, p in model.named_parameters():
             if ".norm" in name:
                 p.add_(0.1 * torch.randn_like(p))
-    for m in model.modules():  # a random-feature map's omega, drawn as the library draws it
+    # A random-feature map's omega, per layer, from its own generator: the other weights of a
+    # seed stay those of the elu+1 model (an elementwise map draws nothing).
+    omega_rng = torch.Generator().manual_seed(seed)
+    for m in model.modules():
         if isinstance(m, tm.FeatureMap):
-            m.draw()
+            m.draw(omega_rng)
     return model.eval()
+
+
+def feature_map_arg(text):
+    """--feature-map: a kind, or config.json's object as JSON ('{"kind": "favor", "n_dims": 8}')."""
+    if text.lstrip().startswith("{"):
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            sys.exit(f"random_model: --feature-map {text}: not valid JSON ({e})")
+    return {"kind": text}
 
 
 def golden_images(cfg, n, seed):
@@ -77,8 +93,9 @@ def main():
     ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
     ap.add_argument("--golden", type=int, default=0, help="also write N golden images")
     ap.add_argument("--attention", choices=["linear", "softmax"], help="override the config's")
-    ap.add_argument("--feature-map", help="linear attention's feature map: a kind (relu) or a JSON "
-                    "object ('{\"kind\": \"favor\", \"n_dims\": 12}'), docs/SPEC.md")
+    ap.add_argument("--feature-map", metavar="KIND|JSON",
+                    help="override the config's feature map: a kind (elu+1, relu, favor, ...) or "
+                         "config.json's object as JSON; omega is drawn from --seed")
     args = ap.parse_args()
     if args.config in CONFIGS:
         cfg = CONFIGS[args.config]
@@ -88,8 +105,11 @@ def main():
     if args.attention:
         cfg = dict(cfg, attention=args.attention)
     if args.feature_map:
-        fm = args.feature_map
-        cfg = dict(cfg, feature_map=json.loads(fm) if fm.lstrip().startswith("{") else {"kind": fm})
+        cfg = dict(cfg, feature_map=feature_map_arg(args.feature_map))
+    try:
+        tm.check_config(cfg)
+    except ValueError as e:
+        sys.exit(f"random_model: {e}")
     model = random_model(cfg, args.seed)
     tm.save_model_dir(model, args.out, {"source": f"random init, seed {args.seed}"}, args.dtype)
     if args.golden:

@@ -105,7 +105,12 @@ torch.save({'model_state': Evil()}, '$work/evil.pt')"
 refuses "train.py refuses a pickle that runs code" "not a weights-only file" $PY "$SRC/tools/train.py" --eval-only --ckpt "$work/evil.pt" --heldout "$work/held-idx"
 refuses "export.py refuses a pickle that runs code" "not a weights-only file" $PY "$SRC/tools/export.py" "$work/evil.pt" --out "$work/m-evil"
 [ -e "$work/pwned" ] && { echo "FAIL: a checkpoint's pickle ran code"; fail=$((fail + 1)); } || pass=$((pass + 1))
-check "export" $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/model"
+# --data: verified on held-out images, engine against PyTorch float64, before the folder is written
+check "export, verified" $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/model" --data "$work/held-idx" --tarnn "$TARNN"
+verified=$(sed -n 's/.*verified on 8 images: .*max difference from PyTorch \([0-9.e+-]*\).*/\1/p' "$work/out")
+echo "export --verify: max difference ${verified:-none} bits/dim"
+[ -n "$verified" ] && $PY -c "import sys; sys.exit(not $verified < 1e-4)" && ! grep -q assuming "$work/out" &&
+  pass=$((pass + 1)) || { echo "FAIL: export --verify printed no max difference below 1e-4: $(cat "$work/out")"; fail=$((fail + 1)); }
 refuses "--ema without averaged weights" "holds no averaged weights" $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/m-ema" --ema
 check "train with --ema" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
   --ckpt "$work/ckpt-ema.pt" "${tiny[@]}" --max-steps 4 --batch 4 --eval-every 2 --eval-images 4 --threads 1 --ema 0.5
@@ -160,6 +165,8 @@ for name, change in (('reformer', dict(attention='reformer')), ('typo', dict(n_h
     torch.save(dict(c, config=dict(c['config'], **change)), f'$work/cfg-{name}.pt')
 "
 check "export a bare state dict" $PY "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m2" --config mnist "${tiny[@]}"
+grep -qx "export: assuming linear attention with the elu+1 feature map (the paper's); give --attention/--feature-map if the model was trained otherwise" "$work/out" &&
+  pass=$((pass + 1)) || { echo "FAIL: no assumption line for a checkpoint without attention: $(cat "$work/out")"; fail=$((fail + 1)); }
 check "same tensors as from our checkpoint" env PYTHONPATH="$SRC/tools" $PY -c "
 import sys, torch, tarnn_model as tm
 a, b = (tm.read_safetensors(f'$work/{m}/model.safetensors') for m in ('model', 'm2'))
@@ -174,9 +181,96 @@ refuses "misshapen tensor" "tensor predictor.weight has shape [6, 7], the config
 refuses "extra tensor" "unexpected tensor transformer.layers.2.linear1.weight" $PY "$SRC/tools/export.py" "$work/extra.pt" --out "$work/m7" --config mnist "${tiny[@]}"
 refuses "wrong size for the paper's model" "has shape" $PY "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m8" --config mnist
 refuses "non-finite weights" "tensor predictor.bias holds a non-finite value" $PY "$SRC/tools/export.py" "$work/nan.pt" --out "$work/m9" --config mnist "${tiny[@]}"
-refuses "an attention the engine lacks" "attention 'reformer' is not supported (linear or softmax)" $PY "$SRC/tools/export.py" "$work/cfg-reformer.pt" --out "$work/m10"
+refuses "an attention without a recurrent form" "attention 'reformer' has no recurrent form: its keys are its normalised queries" $PY "$SRC/tools/export.py" "$work/cfg-reformer.pt" --out "$work/m10"
 refuses "an unknown config key" "unknown config key 'n_heads_typo' (did you mean 'n_heads'?)" $PY "$SRC/tools/export.py" "$work/cfg-typo.pt" --out "$work/m11"
-[ -e "$work/m5" ] || [ -e "$work/m6" ] || [ -e "$work/m9" ] || [ -e "$work/m10" ] || [ -e "$work/m11" ] && { echo "FAIL: a refused export wrote files"; fail=$((fail + 1)); } || pass=$((pass + 1))
+
+# Attention and feature maps (docs/SPEC.md section 1): a checkpoint of each kind made by the
+# reference model, omega drawn with a seed; configs hold no floats (the library's defaults fill
+# in), so torch 1.13's weights-only loader reads them
+SRC_TOOLS=$SRC/tools $PY - "$work" <<'PYEOF'
+import os, sys, torch
+sys.path.insert(0, os.environ["SRC_TOOLS"])
+import random_model as rm
+w = sys.argv[1]
+tiny = dict(height=6, width=6, channels=1, n_layers=2, n_heads=2, d_head=4, d_model=8, d_ff=16,
+            activation="relu", mixtures=2, attention="linear")
+kinds = {"elu+1": {"kind": "elu+1"}, "relu": {"kind": "relu"},
+         "random_fourier": {"kind": "random_fourier"},
+         "smoothed_random_fourier": {"kind": "smoothed_random_fourier", "n_dims": 7},
+         "favor": {"kind": "favor", "n_dims": 6},
+         "generalized_random": {"kind": "generalized_random", "kernel_fn": "elu+1"}}
+omega = "transformer.layers.1.attention.inner_attention.feature_map.omega"
+for name, fm in kinds.items():
+    m = rm.random_model(dict(tiny, feature_map=fm), 1)
+    torch.save({"model_state": m.state_dict(), "config": dict(tiny, feature_map=fm)},
+               f"{w}/fm-{name}.pt")
+    if name == "favor":  # the paper's layout: no config
+        sd = m.state_dict()
+        torch.save(sd, f"{w}/favor-bare.pt")
+        torch.save({k: v for k, v in sd.items() if k != omega}, f"{w}/favor-no-omega.pt")
+sm = rm.random_model(dict(tiny, attention="softmax"), 1).state_dict()
+torch.save({"model_state": sm, "config": dict(tiny, attention="softmax")}, f"{w}/fm-softmax.pt")
+torch.save(sm, f"{w}/softmax-bare.pt")
+PYEOF
+for kind in elu+1 relu random_fourier smoothed_random_fourier favor generalized_random softmax; do
+  check "export a $kind checkpoint" $PY "$SRC/tools/export.py" "$work/fm-$kind.pt" --out "$work/fm-$kind"
+  ! grep -q assuming "$work/out" && pass=$((pass + 1)) || { echo "FAIL: $kind: assumed what the config records"; fail=$((fail + 1)); }
+done
+check "export the paper's layout with --feature-map JSON" $PY "$SRC/tools/export.py" "$work/favor-bare.pt" --out "$work/fm-favor-flag" \
+  --config mnist "${tiny[@]}" --feature-map '{"kind": "favor", "n_dims": 6}'
+check "export the paper's layout with --attention full (softmax)" $PY "$SRC/tools/export.py" "$work/softmax-bare.pt" --out "$work/fm-softmax-flag" \
+  --config mnist "${tiny[@]}" --attention full
+! grep -q assuming "$work/out" && pass=$((pass + 1)) || { echo "FAIL: assumed with --attention given"; fail=$((fail + 1)); }
+check "each folder records its attention and feature map, and omega exactly where the map draws one" env PYTHONPATH="$SRC/tools" $PY -c "
+import json, sys, torch, tarnn_model as tm
+w = '$work'
+want = {'elu+1': {'kind': 'elu+1'}, 'relu': {'kind': 'relu'},
+        'random_fourier': {'kind': 'random_fourier', 'n_dims': 4, 'softmax_temp': 0.5},
+        'smoothed_random_fourier': {'kind': 'smoothed_random_fourier', 'n_dims': 7, 'softmax_temp': 0.5, 'smoothing': 1.0},
+        'favor': {'kind': 'favor', 'n_dims': 6, 'softmax_temp': 0.5},
+        'generalized_random': {'kind': 'generalized_random', 'n_dims': 4, 'softmax_temp': 1.0, 'kernel_fn': 'elu+1'},
+        'softmax': None}
+columns = {'random_fourier': 2, 'smoothed_random_fourier': 3, 'favor': 3, 'generalized_random': 4}
+bad = []
+for kind, fm in list(want.items()) + [('favor-flag', want['favor']), ('softmax-flag', None)]:
+    cfg = json.load(open(f'{w}/fm-{kind}/config.json'))
+    if cfg['attention'] != ('softmax' if fm is None else 'linear') or cfg.get('feature_map') != fm:
+        bad.append(f'{kind}: config.json has {cfg}')
+    have = tm.read_safetensors(f'{w}/fm-{kind}/model.safetensors')
+    base = kind.replace('-flag', '')  # the flags' exports hold the same tensors
+    ckpt = torch.load(f'{w}/fm-{base}.pt', weights_only=True)['model_state']
+    omegas = sorted(k for k in have if 'omega' in k)
+    c = columns.get(base, 0)
+    names = [f'transformer.layers.{i}.attention.inner_attention.feature_map.omega' for i in range(2)] if c else []
+    if omegas != names or any(list(have[k].shape) != [4, c] or not torch.equal(have[k], ckpt[k]) for k in names):
+        bad.append(f'{kind}: omega tensors {omegas}')
+sys.exit('; '.join(bad) or None)"
+refuses "an unknown attention" "unknown attention 'performer': tarnn runs linear" $PY "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m12" --config mnist "${tiny[@]}" --attention performer
+refuses "an unknown feature map" "feature map 'cosine' is not supported (elu+1, relu," $PY "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m13" --config mnist "${tiny[@]}" --feature-map cosine
+refuses "Favor(stabilize=True)" "Favor(stabilize=True) is not supported" $PY "$SRC/tools/export.py" "$work/favor-bare.pt" --out "$work/m14" \
+  --config mnist "${tiny[@]}" --feature-map '{"kind": "favor", "n_dims": 6, "stabilize": true}'
+refuses "a random-feature map without its omega" "the favor feature map draws an omega [d_head, 3] per layer, and the checkpoint lacks transformer.layers.1.attention.inner_attention.feature_map.omega" \
+  $PY "$SRC/tools/export.py" "$work/favor-no-omega.pt" --out "$work/m15" --config mnist "${tiny[@]}" --feature-map '{"kind": "favor", "n_dims": 6}'
+refuses "an omega without a random-feature map" "holds transformer.layers.0.attention.inner_attention.feature_map.omega [4, 3], a random-feature map's omega, but the model has the elu+1 feature map, assumed" \
+  $PY "$SRC/tools/export.py" "$work/favor-bare.pt" --out "$work/m16" --config mnist "${tiny[@]}"
+refuses "a flag contradicting the recorded feature map" "contradicts $work/fm-elu+1.pt, which records {\"kind\": \"elu+1\"}" \
+  $PY "$SRC/tools/export.py" "$work/fm-elu+1.pt" --out "$work/m17" --feature-map relu
+# --verify refuses what the engine does not match: here an "engine" that prints other numbers
+printf '#!/bin/sh\necho "{\\"per_image\\": [1, 1, 1, 1]}"\n' >"$work/wrong-tarnn" && chmod +x "$work/wrong-tarnn"
+refuses "--verify against an engine that disagrees" "the export is refused and nothing is written" \
+  $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/m18" --data "$work/held-idx" --verify 4 --tarnn "$work/wrong-tarnn"
+# and a model the engine cannot run (this build computes elu+1 only): the engine's reason, no folder;
+# once the engine computes relu, the same export must agree to 1e-4
+if $PY "$SRC/tools/export.py" "$work/fm-relu.pt" --out "$work/m19" --data "$work/held-idx" --tarnn "$TARNN" >"$work/out" 2>&1; then
+  grep -q "max difference from PyTorch" "$work/out" && pass=$((pass + 1)) || { echo "FAIL: relu --verify: $(cat "$work/out")"; fail=$((fail + 1)); }
+else
+  grep -q "export: --verify: the engine cannot run the exported model, so it is not written: tarnn: error: .*relu" "$work/out" && [ ! -e "$work/m19" ] &&
+    pass=$((pass + 1)) || { echo "FAIL: relu --verify's refusal: $(cat "$work/out")"; fail=$((fail + 1)); }
+fi
+refused=0
+for m in m5 m6 m9 m10 m11 m12 m13 m14 m15 m16 m17 m18; do [ -e "$work/$m" ] && { echo "FAIL: a refused export wrote $m"; refused=1; }; done
+hidden=$(ls -A "$work" | grep '^\.') && { echo "FAIL: left behind: $hidden"; refused=1; } # staging folders
+[ $refused -eq 0 ] && pass=$((pass + 1)) || fail=$((fail + 1))
 
 # IDX files: truncated, trailing bytes, not IDX
 head -c 200 "$work/train-idx" >"$work/trunc-idx"
