@@ -259,16 +259,23 @@ refuses "a flag contradicting the recorded feature map" "contradicts $work/fm-el
 printf '#!/bin/sh\necho "{\\"per_image\\": [1, 1, 1, 1]}"\n' >"$work/wrong-tarnn" && chmod +x "$work/wrong-tarnn"
 refuses "--verify against an engine that disagrees" "the export is refused and nothing is written" \
   $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/m18" --data "$work/held-idx" --verify 4 --tarnn "$work/wrong-tarnn"
-# and a model the engine cannot run (this build computes elu+1 only): the engine's reason, no folder;
-# once the engine computes relu, the same export must agree to 1e-4
-if $PY "$SRC/tools/export.py" "$work/fm-relu.pt" --out "$work/m19" --data "$work/held-idx" --tarnn "$TARNN" >"$work/out" 2>&1; then
-  grep -q "max difference from PyTorch" "$work/out" && pass=$((pass + 1)) || { echo "FAIL: relu --verify: $(cat "$work/out")"; fail=$((fail + 1)); }
-else
-  grep -q "export: --verify: the engine cannot run the exported model, so it is not written: tarnn: error: .*relu" "$work/out" && [ ! -e "$work/m19" ] &&
-    pass=$((pass + 1)) || { echo "FAIL: relu --verify's refusal: $(cat "$work/out")"; fail=$((fail + 1)); }
-fi
+# every kind the reference model makes: exported with --verify, the engine agrees with PyTorch's
+# float64 bits/dim to 1e-4 on held-out images (the feature maps on S of F x d_head, softmax on its
+# KV cache)
+for kind in relu random_fourier smoothed_random_fourier favor generalized_random softmax; do
+  check "export --verify a $kind model" $PY "$SRC/tools/export.py" "$work/fm-$kind.pt" --out "$work/v-$kind" \
+    --data "$work/held-idx" --verify 4 --tarnn "$TARNN"
+  d=$(sed -n 's/.*max difference from PyTorch \([0-9.e+-]*\).*/\1/p' "$work/out")
+  echo "export --verify $kind: max difference ${d:-none} bits/dim"
+  [ -n "$d" ] && $PY -c "import sys; sys.exit(not $d < 1e-4)" && pass=$((pass + 1)) ||
+    { echo "FAIL: $kind --verify printed no max difference below 1e-4: $(cat "$work/out")"; fail=$((fail + 1)); }
+done
+# an engine that cannot run the model: its reason, and no folder
+printf '#!/bin/sh\necho "tarnn: error: cannot run this model" >&2\nexit 1\n' >"$work/refusing-tarnn" && chmod +x "$work/refusing-tarnn"
+refuses "--verify with an engine that refuses the model" "the engine cannot run the exported model, so it is not written: tarnn: error: cannot run this model" \
+  $PY "$SRC/tools/export.py" "$work/fm-relu.pt" --out "$work/m19" --data "$work/held-idx" --tarnn "$work/refusing-tarnn"
 refused=0
-for m in m5 m6 m9 m10 m11 m12 m13 m14 m15 m16 m17 m18; do [ -e "$work/$m" ] && { echo "FAIL: a refused export wrote $m"; refused=1; }; done
+for m in m5 m6 m9 m10 m11 m12 m13 m14 m15 m16 m17 m18 m19; do [ -e "$work/$m" ] && { echo "FAIL: a refused export wrote $m"; refused=1; }; done
 hidden=$(ls -A "$work" | grep '^\.') && { echo "FAIL: left behind: $hidden"; refused=1; } # staging folders
 [ $refused -eq 0 ] && pass=$((pass + 1)) || fail=$((fail + 1))
 
