@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(256, 4)
     z = reinterpret_cast<float *>(block + state_s_bytes(n, d, F));
     if constexpr (DH > 0)
       col.load(j, S); // the longest wait: first
-    attention_load(j, qkv + size_t(r) * 3 * A, A, h, m, z, fq, fk, z_old, &v_j);
+    attention_load<(DH > 0)>(j, qkv + size_t(r) * 3 * A, A, h, m, z, fq, fk, z_old, &v_j);
   }
   __syncthreads(); // every thread reaches it: inactive ones only skip the work
   if (!active)
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(256)
   for (int r = 0; r < rows; ++r) {
     float v_j = 0.0f;
     if (active)
-      attention_load(j, qkv + size_t(r) * 3 * A, A, h, m, z, fq, fk, z_old, &v_j);
+      attention_load<(DH > 0)>(j, qkv + size_t(r) * 3 * A, A, h, m, z, fq, fk, z_old, &v_j);
     __syncthreads();
     if (active)
       att[size_t(r) * A + h * d + j] =

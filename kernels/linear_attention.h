@@ -21,15 +21,24 @@
 namespace tarnn {
 
 // Phase 1, thread j < d of head h of one row: qkv_row holds [q | k | v], A wide each; features
-// j, j + d, ... of phi(q), phi(k) and the old z.
+// j, j + d, ... of phi(q), phi(k) and the old z. kElementwise: the map is elu + 1 or relu (F = d,
+// feature j alone), compiled without the random-feature maps' code: the register path's kernels
+// (register_path) stay within their 64 registers.
+template <bool kElementwise = false>
 TARNN_HD void attention_load(int j, const float *qkv_row, int A, int h, const PhiMap &m,
                              const float *z, float *fq, float *fk, float *z_old, float *v_j) {
   const int d = m.d;
   const float *q = qkv_row + h * d, *k = qkv_row + A + h * d;
-  for (int c = j; c < m.features; c += d) {
-    fq[c] = phi_feature(m, q, c);
-    fk[c] = phi_feature(m, k, c);
-    z_old[c] = z[c];
+  if constexpr (kElementwise) {
+    fq[j] = phi_elementwise(m.kind, q[j]);
+    fk[j] = phi_elementwise(m.kind, k[j]);
+    z_old[j] = z[j];
+  } else {
+    for (int c = j; c < m.features; c += d) {
+      fq[c] = phi_feature(m, q, c);
+      fk[c] = phi_feature(m, k, c);
+      z_old[c] = z[c];
+    }
   }
   *v_j = qkv_row[2 * A + h * d + j];
 }
@@ -143,10 +152,9 @@ TARNN_HD float attention_phase2(int j, int d, int features, float v_j, const flo
   }
 }
 
-// Whether a kernel may keep column j in registers: the paper's d_head, and S square (F = d).
-TARNN_HD bool register_path(const PhiMap &m) {
-  return m.d == kRegisterDHead && m.features == kRegisterDHead;
-}
+// Whether a kernel may keep column j in registers: the paper's d_head and an elementwise map (S
+// square, F = d).
+TARNN_HD bool register_path(const PhiMap &m) { return m.d == kRegisterDHead && m.elementwise(); }
 
 // CPU twin in format F: qkv [rows, 3A], state for all layers, att [rows, A] for layer `layer`
 // (its phi: m), at position t. With `positions` the rows are consecutive positions t, t + 1, ... of
@@ -173,8 +181,10 @@ void linear_attention_cpu(const float *qkv, void *state, float *att, int rows, i
       for (size_t j = 0; j < cols.size(); ++j)
         cols[j].load(int(j), S);
       for (int j = 0; j < d; ++j)
-        attention_load(j, qkv + size_t(r) * 3 * A, A, h, m, z, fq.data(), fk.data(), z_old.data(),
-                       &v[j]);
+        registers ? attention_load<true>(j, qkv + size_t(r) * 3 * A, A, h, m, z, fq.data(),
+                                         fk.data(), z_old.data(), &v[j])
+                  : attention_load(j, qkv + size_t(r) * 3 * A, A, h, m, z, fq.data(), fk.data(),
+                                   z_old.data(), &v[j]);
       float *out = att + size_t(r) * A + h * d;
       for (int j = 0; j < d; ++j)
         out[j] = registers ? attention_phase2<R, F>(j, d, n, v[j], fq.data(), fk.data(),

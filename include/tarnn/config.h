@@ -37,10 +37,35 @@ struct FeatureMap {
   bool elementwise() const {
     return kind == FeatureMapKind::EluPlusOne || kind == FeatureMapKind::Relu;
   }
-  // The columns of omega as the library sizes it (0: none is stored).
-  int omega_columns() const;
+  // The columns of omega as the library sizes it (0: none is stored). Inline, as features(): the
+  // CUDA plugin computes with them and links nothing of the library.
+  int omega_columns() const {
+    switch (kind) {
+    case FeatureMapKind::RandomFourier:
+    case FeatureMapKind::Favor:
+      return n_dims / 2;
+    case FeatureMapKind::SmoothedRandomFourier:
+      return (n_dims - 1) / 2;
+    case FeatureMapKind::GeneralizedRandom:
+      return n_dims;
+    default:
+      return 0;
+    }
+  }
   // F, the width of phi(x): S is F x d_head and z is F wide.
-  int features(int d_head) const;
+  int features(int d_head) const {
+    switch (kind) {
+    case FeatureMapKind::RandomFourier:
+    case FeatureMapKind::Favor:
+      return 2 * omega_columns();
+    case FeatureMapKind::SmoothedRandomFourier:
+      return 2 * omega_columns() + 1;
+    case FeatureMapKind::GeneralizedRandom:
+      return omega_columns();
+    default:
+      return d_head;
+    }
+  }
   bool operator==(const FeatureMap &o) const {
     return kind == o.kind && n_dims == o.n_dims && softmax_temp == o.softmax_temp &&
            smoothing == o.smoothing && kernel_fn == o.kernel_fn;

@@ -226,7 +226,7 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
           __builtin_prefetch(next + b, /*write*/ 1, /*keep*/ 3);
       }
       float *z = reinterpret_cast<float *>(at + s_bytes);
-      const bool square32 = d == 32 && n == 32; // the paper's d_head with an elementwise map
+      const bool square32 = d == 32 && n == 32; // the paper's d_head, S square
       if constexpr (kAvx512 && F == StateFormat::Fp16)
         if (square32) { // S converted row by row in registers, no scratch
           update_fp16_avx512(fq, fk, q + 2 * A + h * d, at, z, att + size_t(r) * A + h * d,

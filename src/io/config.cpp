@@ -163,34 +163,6 @@ json feature_map_json(const FeatureMap &fm) {
 
 const char *feature_map_name(FeatureMapKind k) { return row_of(k).name; }
 
-int FeatureMap::omega_columns() const {
-  switch (kind) {
-  case FeatureMapKind::RandomFourier:
-  case FeatureMapKind::Favor:
-    return n_dims / 2;
-  case FeatureMapKind::SmoothedRandomFourier:
-    return (n_dims - 1) / 2;
-  case FeatureMapKind::GeneralizedRandom:
-    return n_dims;
-  default:
-    return 0;
-  }
-}
-
-int FeatureMap::features(int d_head) const {
-  switch (kind) {
-  case FeatureMapKind::RandomFourier:
-  case FeatureMapKind::Favor:
-    return 2 * omega_columns();
-  case FeatureMapKind::SmoothedRandomFourier:
-    return 2 * omega_columns() + 1;
-  case FeatureMapKind::GeneralizedRandom:
-    return omega_columns();
-  default:
-    return d_head;
-  }
-}
-
 Config Config::mnist() { return Config{}; }
 
 Config Config::cifar10() {

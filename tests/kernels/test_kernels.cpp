@@ -228,11 +228,6 @@ Case attention_case(int d, StateFormat f, const MapCase &mc = {}) {
         std::vector<uint8_t> st =
             to_storage(state, blocks, n, d, f, state_scale_exponent(f, t0 - 1));
         std::vector<float> att(size_t(rows) * A);
-#ifdef TARNN_TEST_CUDA
-        DeviceArray<float> domega(omega.empty() ? std::vector<float>{0.0f} : omega);
-        PhiMap dm = m;
-        dm.omega = domega.get();
-#endif
         for (int step = 0; step < steps; ++step) {
           p.t = t0 + step;
           const int e = state_scale_exponent(f, p.t);
@@ -275,6 +270,9 @@ Case attention_case(int d, StateFormat f, const MapCase &mc = {}) {
             DeviceArray<uint8_t> dstate(st);
             DeviceArray<float> dqkv(qkv), datt(att.size());
             DeviceArray<StepParams> dp(std::vector<StepParams>{p});
+            DeviceArray<float> domega(omega.empty() ? std::vector<float>{0.0f} : omega);
+            PhiMap dm = m; // omega where the device reads it
+            dm.omega = domega.get();
             *secs += timed(reps, [&] {
               launch_linear_attention(dqkv.get(), dstate.get(), datt.get(), rows, layer, layers,
                                       heads, dm, f, dp.get(), nullptr);
