@@ -86,10 +86,48 @@ TARNN_HD float phi_feature(const PhiMap &m, const float *x, int c) {
   }
 }
 
-// All F features of phi(x) into out.
-TARNN_HD void phi_features(const PhiMap &m, const float *x, float *out) {
-  for (int c = 0; c < m.features; ++c)
-    out[c] = phi_feature(m, x, c);
+// All F features of phi(x) into out, on the host: phi_feature's values to the bit, with each u_c
+// and |x s|^2 formed once (phi_feature, one feature a thread, forms them per feature) and u's sums
+// in a loop over omega's rows that vectorises (each u_c still summed over i ascending).
+inline void phi_features(const PhiMap &m, const float *x, float *out) {
+  if (m.elementwise()) {
+    for (int c = 0; c < m.features; ++c)
+      out[c] = phi_elementwise(m.kind, x[c]);
+    return;
+  }
+  float u[kMaxFeatures];
+  for (int c = 0; c < m.cols; ++c)
+    u[c] = 0.0f;
+  for (int i = 0; i < m.d; ++i) {
+    const float xs = x[i] * m.x_scale;
+    const float *row = m.omega + size_t(i) * m.cols;
+    for (int c = 0; c < m.cols; ++c)
+      u[c] = u[c] + xs * row[c];
+  }
+  switch (m.kind) {
+  case FeatureMapKind::GeneralizedRandom:
+    for (int c = 0; c < m.cols; ++c)
+      out[c] = phi_elementwise(m.kernel_fn, u[c]);
+    return;
+  case FeatureMapKind::Favor: {
+    float norm = 0.0f;
+    for (int i = 0; i < m.d; ++i)
+      norm = norm + (x[i] * m.x_scale) * (x[i] * m.x_scale);
+    const float offset = norm * 0.5f + m.log_half_n;
+    for (int c = 0; c < m.cols; ++c) {
+      out[c] = expf(u[c] - offset);
+      out[m.cols + c] = expf(-u[c] - offset);
+    }
+    return;
+  }
+  default:
+    for (int c = 0; c < m.cols; ++c) {
+      out[c] = cosf(u[c]) * m.out_scale;
+      out[m.cols + c] = sinf(u[c]) * m.out_scale;
+    }
+    if (m.kind == FeatureMapKind::SmoothedRandomFourier)
+      out[2 * m.cols] = m.smoothing;
+  }
 }
 
 } // namespace tarnn
