@@ -2,9 +2,13 @@
 // state indexing, and the forward and rollout (src/model) run with the kernels' CPU twins
 // (src/cuda/twin_ops.h), which must reproduce the CPU backend to the bit. What these cannot see is
 // the device code itself: test_cuda.cpp checks that against the twins where a GPU is present.
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <gtest/gtest.h>
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "kernels/linear_attention.h"
 #include "src/cuda/plan.h"
@@ -260,6 +264,29 @@ TEST(CudaTwins, PlanWithEveryFeatureMapAsTheCpuBackend) {
       EXPECT_EQ(scored.cpu_lp, scored.twin_lp);
       EXPECT_EQ(scored.twin, in.bytes);
     }
+  }
+}
+
+// The same for the models PyTorch made of each map (tests/tools/make_golden_maps.sh): the CUDA
+// twin's bits/dim of the golden images is the CPU backend's, so within the goldens' tolerance of
+// PyTorch's float64 as Parity.EveryFeatureMapMatchesPyTorch holds the CPU.
+TEST(CudaTwins, PyTorchsFeatureMapModelsScoreAsOnTheCpuBackend) {
+  const char *root = std::getenv("TARNN_GOLDEN_MAPS");
+  if (!root || !std::filesystem::exists(std::string(root) + "/favor/config.json"))
+    GTEST_SKIP() << "make_golden_maps made no goldens (it needs python3-torch)";
+  for (const char *kind :
+       {"relu", "random_fourier", "smoothed_random_fourier", "favor", "generalized_random"}) {
+    const std::string dir = std::string(root) + "/" + kind;
+    SCOPED_TRACE(kind);
+    const Model m = load_model(dir);
+    const ImageSet in = read_images(dir + "/inputs-idx-ubyte", m.config);
+    const Pair p = both(m, job_of(in.count, 0), 2, in.bytes.data(), nullptr, Precision::Fp32, true);
+    EXPECT_EQ(p.cpu_lp, p.twin_lp);
+    const auto expected = nlohmann::json::parse(read_file(dir + "/expected.json"));
+    for (int64_t r = 0; r < in.count; ++r)
+      EXPECT_NEAR(-p.twin_lp[size_t(r)] / (m.config.positions() * std::log(2.0)),
+                  expected["bits_per_dim"][size_t(r)].get<double>(), 1e-5)
+          << "image " << r;
   }
 }
 
