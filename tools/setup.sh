@@ -61,5 +61,5 @@ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPI
   -DCMAKE_C_COMPILER=clang -DTARNN_FUZZ=ON -DTARNN_CUDA=OFF -DTARNN_GOLDEN_DIR="$PWD/build"
 cmake --build build-sanitize -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-sanitize --output-on-failure -j"$jobs" -FS '^golden_mnist' \
-  -E '^(reference|training|install|readme|serve_browser|cmake_option|lease_dry_run|state_reference|make_golden_mnist.*)$'
+  ctest --test-dir build-sanitize --output-on-failure -j"$jobs" -FS '^golden_(mnist|maps)' \
+  -E '^(reference|training|install|readme|serve_browser|cmake_option|lease_dry_run|state_reference|make_golden_.*)$'
