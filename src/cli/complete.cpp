@@ -67,12 +67,12 @@ int run_complete(const CompleteArgs &a) {
       completion_grid_size(n, a.samples, c.height, c.width, c.channels, a.grid.padding);
   check_picture(picture.height, picture.width, picture.channels, a.grid.scale);
   std::unique_ptr<ImageSink> each; // --out-dir: completion k of image index[i] as INDEX-K.png
-  if (!a.out_dir.empty())
+  if (!a.out_dir.empty()) {
     check_folder_space(a.out_dir, n * a.samples);
-  if (!a.out_dir.empty())
     each = png_folder_sink(a.out_dir, c.height, c.width, c.channels, [&](int64_t i) {
       return completion_png_name(index[size_t(i / a.samples)], int(i % a.samples));
     });
+  }
   if (!a.report.json_file.empty())
     check_output_file(a.report.json_file);
   // Batches of whole images (their `samples` completions each), each written (--out-dir) while
