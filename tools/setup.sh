@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 job=${1:-}
+# Each phase's time on one line (CI's budget is 20 minutes; where it goes is the first question)
+phase_start=$SECONDS
+phase() { echo "setup.sh: $1 took $((SECONDS - phase_start)) s"; phase_start=$SECONDS; }
 case "$job" in
   sample | test) ;;
   *) echo "usage: tools/setup.sh sample|test" >&2; exit 2 ;;
@@ -33,9 +36,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+phase "installing"
 jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$jobs"
+phase "the release build"
 
 if [ "$job" = sample ]; then
   ./build/tarnn sample --model models/mnist -n 64 --seed 1 -o samples.png
@@ -48,6 +53,7 @@ npm ci --prefix tests/serve --no-audit --no-fund --loglevel=error ||
   echo "setup.sh: npm ci failed: the browser test will be skipped" >&2
 
 ctest --test-dir build --output-on-failure -j"$jobs"
+phase "the release tests"
 
 # The sanitizers, with clang so that the same build holds the libFuzzer harnesses: the C++ suites,
 # the command end to end and the fuzzers (the pure-Python tests and the install check gain nothing
@@ -60,6 +66,8 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_C_COMPILER=clang -DTARNN_FUZZ=ON -DTARNN_CUDA=OFF -DTARNN_GOLDEN_DIR="$PWD/build"
 cmake --build build-sanitize -j"$jobs"
+phase "the sanitizer build"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-sanitize --output-on-failure -j"$jobs" -FS '^golden_(mnist|maps)' \
   -E '^(reference|training|install|readme|serve_browser|cmake_option|lease_dry_run|state_reference|make_golden_.*)$'
+phase "the sanitizer tests"
