@@ -306,8 +306,6 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
                  res.status == 404 ? "no such page: " + req.path
                  : res.status == 413
                      ? "request body over " + std::to_string(kMaxBodyBytes) + " bytes"
-                 : res.status == 400 && req.method == "POST" && !req.has_header("Content-Length")
-                     ? "a POST needs its body's Content-Length (a JSON object, docs/SERVE.md)"
                  : res.status == 400 ? "malformed HTTP request"
                                      : "HTTP " + std::to_string(res.status));
   });
@@ -337,6 +335,12 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
     }
     // The declared length against the limit now, not after waiting for (and skipping) the body.
     const std::string length = req.get_header_value("Content-Length");
+    // No length and no chunks: httplib would read the body until the client closes, answering
+    // only when its 10 s read timeout ends
+    if (req.method == "POST" && length.empty() && !req.has_header("Transfer-Encoding")) {
+      send_error(res, 411, "a POST needs its body's Content-Length (a JSON object, docs/SERVE.md)");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     const bool digits =
         !length.empty() && length.find_first_not_of("0123456789") == std::string::npos;
     if (digits && (length.size() > 12 || std::stoll(length) > int64_t(kMaxBodyBytes))) {
