@@ -41,6 +41,13 @@ refuses() { # refuses DESCRIPTION SUBSTRING CMD...: CMD must fail saying SUBSTRI
   fi
 }
 
+# refuses_py DESCRIPTION SUBSTRING TOOL.py ARGS...: the tool must fail saying SUBSTRING; queued, and
+# run with the others in one Python by refusals.py (below), which saves a torch start-up each
+refuses_py() {
+  $PY -c 'import json, sys; print(json.dumps({"what": sys.argv[1], "want": sys.argv[2], "argv": sys.argv[3:]}))' \
+    "$@" >>"$work/refusals.jsonl"
+}
+
 # tiny 6x6 digits-like data: a bright bar in each image
 SRC_TOOLS=$SRC/tools $PY - "$work" <<'PYEOF'
 import os, sys
@@ -102,16 +109,15 @@ import os, torch
 class Evil:
     def __reduce__(self): return (os.system, ('touch $work/pwned',))
 torch.save({'model_state': Evil()}, '$work/evil.pt')"
-refuses "train.py refuses a pickle that runs code" "not a weights-only file" $PY "$SRC/tools/train.py" --eval-only --ckpt "$work/evil.pt" --heldout "$work/held-idx"
-refuses "export.py refuses a pickle that runs code" "not a weights-only file" $PY "$SRC/tools/export.py" "$work/evil.pt" --out "$work/m-evil"
-[ -e "$work/pwned" ] && { echo "FAIL: a checkpoint's pickle ran code"; fail=$((fail + 1)); } || pass=$((pass + 1))
+refuses_py "train.py refuses a pickle that runs code" "not a weights-only file" "$SRC/tools/train.py" --eval-only --ckpt "$work/evil.pt" --heldout "$work/held-idx"
+refuses_py "export.py refuses a pickle that runs code" "not a weights-only file" "$SRC/tools/export.py" "$work/evil.pt" --out "$work/m-evil"
 # --data: verified on held-out images, engine against PyTorch float64, before the folder is written
 check "export, verified" $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/model" --data "$work/held-idx" --tarnn "$TARNN"
 verified=$(sed -n 's/.*verified on 8 images: .*max difference from PyTorch \([0-9.e+-]*\).*/\1/p' "$work/out")
 echo "export --verify: max difference ${verified:-none} bits/dim"
 [ -n "$verified" ] && $PY -c "import sys; sys.exit(not $verified < 1e-4)" && ! grep -q assuming "$work/out" &&
   pass=$((pass + 1)) || { echo "FAIL: export --verify printed no max difference below 1e-4: $(cat "$work/out")"; fail=$((fail + 1)); }
-refuses "--ema without averaged weights" "holds no averaged weights" $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/m-ema" --ema
+refuses_py "--ema without averaged weights" "holds no averaged weights" "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/m-ema" --ema
 check "train with --ema" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
   --ckpt "$work/ckpt-ema.pt" "${tiny[@]}" --max-steps 4 --batch 4 --eval-every 2 --eval-images 4 --threads 1 --ema 0.5
 grep -q "averaged weights" "$work/out" && pass=$((pass + 1)) || { echo "FAIL: --ema evals"; fail=$((fail + 1)); }
@@ -175,14 +181,14 @@ check "export the paper's main.py layout" $PY "$SRC/tools/export.py" "$work/pape
 needs_trust "the paper's file with optimizer floats, untrusted" "$work/paper-opt.pt" \
   $PY "$SRC/tools/export.py" "$work/paper-opt.pt" --out "$work/m3b" --config mnist "${tiny[@]}"
 check "the paper's file with optimizer floats, trusted" $PY "$SRC/tools/export.py" "$work/paper-opt.pt" --out "$work/m3b" --config mnist "${tiny[@]}" --trust-pickle
-refuses "no config given" "holds no config" $PY "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m4"
-refuses "missing tensor" "missing tensor transformer.layers.1.norm2.bias" $PY "$SRC/tools/export.py" "$work/missing.pt" --out "$work/m5" --config mnist "${tiny[@]}"
-refuses "misshapen tensor" "tensor predictor.weight has shape [6, 7], the config wants [6, 8]" $PY "$SRC/tools/export.py" "$work/misshapen.pt" --out "$work/m6" --config mnist "${tiny[@]}"
-refuses "extra tensor" "unexpected tensor transformer.layers.2.linear1.weight" $PY "$SRC/tools/export.py" "$work/extra.pt" --out "$work/m7" --config mnist "${tiny[@]}"
-refuses "wrong size for the paper's model" "has shape" $PY "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m8" --config mnist
-refuses "non-finite weights" "tensor predictor.bias holds a non-finite value" $PY "$SRC/tools/export.py" "$work/nan.pt" --out "$work/m9" --config mnist "${tiny[@]}"
-refuses "an attention without a recurrent form" "attention 'reformer' has no recurrent form: its keys are its normalised queries" $PY "$SRC/tools/export.py" "$work/cfg-reformer.pt" --out "$work/m10"
-refuses "an unknown config key" "unknown config key 'n_heads_typo' (did you mean 'n_heads'?)" $PY "$SRC/tools/export.py" "$work/cfg-typo.pt" --out "$work/m11"
+refuses_py "no config given" "holds no config" "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m4"
+refuses_py "missing tensor" "missing tensor transformer.layers.1.norm2.bias" "$SRC/tools/export.py" "$work/missing.pt" --out "$work/m5" --config mnist "${tiny[@]}"
+refuses_py "misshapen tensor" "tensor predictor.weight has shape [6, 7], the config wants [6, 8]" "$SRC/tools/export.py" "$work/misshapen.pt" --out "$work/m6" --config mnist "${tiny[@]}"
+refuses_py "extra tensor" "unexpected tensor transformer.layers.2.linear1.weight" "$SRC/tools/export.py" "$work/extra.pt" --out "$work/m7" --config mnist "${tiny[@]}"
+refuses_py "wrong size for the paper's model" "has shape" "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m8" --config mnist
+refuses_py "non-finite weights" "tensor predictor.bias holds a non-finite value" "$SRC/tools/export.py" "$work/nan.pt" --out "$work/m9" --config mnist "${tiny[@]}"
+refuses_py "an attention without a recurrent form" "attention 'reformer' has no recurrent form: its keys are its normalised queries" "$SRC/tools/export.py" "$work/cfg-reformer.pt" --out "$work/m10"
+refuses_py "an unknown config key" "unknown config key 'n_heads_typo' (did you mean 'n_heads'?)" "$SRC/tools/export.py" "$work/cfg-typo.pt" --out "$work/m11"
 
 # Attention and feature maps (docs/SPEC.md section 1): a checkpoint of each kind made by the
 # reference model, omega drawn with a seed; configs hold no floats (the library's defaults fill
@@ -253,37 +259,45 @@ for kind, fm in list(want.items()) + [('favor-flag', want['favor']), ('softmax-f
     if omegas != names or any(list(have[k].shape) != [4, c] or not torch.equal(have[k], ckpt[k]) for k in names):
         bad.append(f'{kind}: omega tensors {omegas}')
 sys.exit('; '.join(bad) or None)"
-refuses "an unknown attention" "unknown attention 'performer': tarnn runs linear" $PY "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m12" --config mnist "${tiny[@]}" --attention performer
-refuses "an unknown feature map" "feature map 'cosine' is not supported (elu+1, relu," $PY "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m13" --config mnist "${tiny[@]}" --feature-map cosine
-refuses "Favor(stabilize=True)" "Favor(stabilize=True) is not supported" $PY "$SRC/tools/export.py" "$work/favor-bare.pt" --out "$work/m14" \
+refuses_py "an unknown attention" "unknown attention 'performer': tarnn runs linear" "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m12" --config mnist "${tiny[@]}" --attention performer
+refuses_py "an unknown feature map" "feature map 'cosine' is not supported (elu+1, relu," "$SRC/tools/export.py" "$work/bare.pt" --out "$work/m13" --config mnist "${tiny[@]}" --feature-map cosine
+refuses_py "Favor(stabilize=True)" "Favor(stabilize=True) is not supported" "$SRC/tools/export.py" "$work/favor-bare.pt" --out "$work/m14" \
   --config mnist "${tiny[@]}" --feature-map '{"kind": "favor", "n_dims": 6, "stabilize": true}'
-refuses "a random-feature map without its omega" "the favor feature map draws an omega [d_head, 3] per layer, and the checkpoint lacks transformer.layers.1.attention.inner_attention.feature_map.omega" \
-  $PY "$SRC/tools/export.py" "$work/favor-no-omega.pt" --out "$work/m15" --config mnist "${tiny[@]}" --feature-map '{"kind": "favor", "n_dims": 6}'
-refuses "an omega without a random-feature map" "holds transformer.layers.0.attention.inner_attention.feature_map.omega [4, 3], a random-feature map's omega, but the model has the elu+1 feature map, assumed" \
-  $PY "$SRC/tools/export.py" "$work/favor-bare.pt" --out "$work/m16" --config mnist "${tiny[@]}"
-refuses "a flag contradicting the recorded feature map" "contradicts $work/fm-elu+1.pt, which records {\"kind\": \"elu+1\"}" \
-  $PY "$SRC/tools/export.py" "$work/fm-elu+1.pt" --out "$work/m17" --feature-map relu
+refuses_py "a random-feature map without its omega" "the favor feature map draws an omega [d_head, 3] per layer, and the checkpoint lacks transformer.layers.1.attention.inner_attention.feature_map.omega" \
+  "$SRC/tools/export.py" "$work/favor-no-omega.pt" --out "$work/m15" --config mnist "${tiny[@]}" --feature-map '{"kind": "favor", "n_dims": 6}'
+refuses_py "an omega without a random-feature map" "holds transformer.layers.0.attention.inner_attention.feature_map.omega [4, 3], a random-feature map's omega, but the model has the elu+1 feature map, assumed" \
+  "$SRC/tools/export.py" "$work/favor-bare.pt" --out "$work/m16" --config mnist "${tiny[@]}"
+refuses_py "a flag contradicting the recorded feature map" "contradicts $work/fm-elu+1.pt, which records {\"kind\": \"elu+1\"}" \
+  "$SRC/tools/export.py" "$work/fm-elu+1.pt" --out "$work/m17" --feature-map relu
 # --verify refuses what the engine does not match: here an "engine" that prints other numbers
 printf '#!/bin/sh\necho "{\\"per_image\\": [1, 1, 1, 1]}"\n' >"$work/wrong-tarnn" && chmod +x "$work/wrong-tarnn"
-refuses "--verify against an engine that disagrees" "the export is refused and nothing is written" \
-  $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/m18" --data "$work/held-idx" --verify 4 --tarnn "$work/wrong-tarnn"
+refuses_py "--verify against an engine that disagrees" "the export is refused and nothing is written" \
+  "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/m18" --data "$work/held-idx" --verify 4 --tarnn "$work/wrong-tarnn"
 # an engine that cannot run the model: its reason, and no folder
 printf '#!/bin/sh\necho "tarnn: error: cannot run this model" >&2\nexit 1\n' >"$work/refusing-tarnn" && chmod +x "$work/refusing-tarnn"
-refuses "--verify with an engine that refuses the model" "the engine cannot run the exported model, so it is not written: tarnn: error: cannot run this model" \
-  $PY "$SRC/tools/export.py" "$work/fm-relu.pt" --out "$work/m19" --data "$work/held-idx" --tarnn "$work/refusing-tarnn"
+refuses_py "--verify with an engine that refuses the model" "the engine cannot run the exported model, so it is not written: tarnn: error: cannot run this model" \
+  "$SRC/tools/export.py" "$work/fm-relu.pt" --out "$work/m19" --data "$work/held-idx" --tarnn "$work/refusing-tarnn"
+
+# IDX files: truncated, trailing bytes, not IDX
+head -c 200 "$work/train-idx" >"$work/trunc-idx"
+refuses_py "train on truncated IDX" "truncated" "$SRC/tools/train.py" --train "$work/trunc-idx" --heldout "$work/held-idx" --ckpt "$work/c2.pt" "${tiny[@]}"
+cat "$work/held-idx" <(printf 'xx') >"$work/long-idx"
+refuses_py "IDX with trailing bytes" "trailing bytes" "$SRC/tools/train.py" --eval-only --ckpt "$work/ckpt.pt" --heldout "$work/long-idx"
+printf 'PK\003\004garbage' >"$work/not-idx"
+refuses_py "not IDX" "not an unsigned-byte IDX file" "$SRC/tools/train.py" --eval-only --ckpt "$work/ckpt.pt" --heldout "$work/not-idx"
+refuses "engine: truncated IDX" "truncated" "$TARNN" score --model "$work/model" --images "$work/trunc-idx"
+
+# the queued refusals, then what none of them may have done: run code, write a folder, leave one
+$PY "$SRC/tests/tools/refusals.py" "$work/refusals.jsonl" >"$work/refusals" 2>&1
+grep '^FAIL' "$work/refusals"
+counts=($(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$work/refusals"))
+[ ${#counts[@]} -eq 2 ] || { echo "FAIL: refusals.py: $(tail -3 "$work/refusals")"; counts=(0 1); }
+pass=$((pass + counts[0])) fail=$((fail + counts[1]))
+[ -e "$work/pwned" ] && { echo "FAIL: a checkpoint's pickle ran code"; fail=$((fail + 1)); } || pass=$((pass + 1))
 refused=0
 for m in m5 m6 m9 m10 m11 m12 m13 m14 m15 m16 m17 m18 m19; do [ -e "$work/$m" ] && { echo "FAIL: a refused export wrote $m"; refused=1; }; done
 hidden=$(ls -A "$work" | grep '^\.') && { echo "FAIL: left behind: $hidden"; refused=1; } # staging folders
 [ $refused -eq 0 ] && pass=$((pass + 1)) || fail=$((fail + 1))
-
-# IDX files: truncated, trailing bytes, not IDX
-head -c 200 "$work/train-idx" >"$work/trunc-idx"
-refuses "train on truncated IDX" "truncated" $PY "$SRC/tools/train.py" --train "$work/trunc-idx" --heldout "$work/held-idx" --ckpt "$work/c2.pt" "${tiny[@]}"
-cat "$work/held-idx" <(printf 'xx') >"$work/long-idx"
-refuses "IDX with trailing bytes" "trailing bytes" $PY "$SRC/tools/train.py" --eval-only --ckpt "$work/ckpt.pt" --heldout "$work/long-idx"
-printf 'PK\003\004garbage' >"$work/not-idx"
-refuses "not IDX" "not an unsigned-byte IDX file" $PY "$SRC/tools/train.py" --eval-only --ckpt "$work/ckpt.pt" --heldout "$work/not-idx"
-refuses "engine: truncated IDX" "truncated" "$TARNN" score --model "$work/model" --images "$work/trunc-idx"
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
