@@ -148,8 +148,12 @@ done
 # the paper's shapes with random weights: MNIST's KV cache is 47x its state; CIFAR-10 is 3071 long
 expect_ok "$TARNN" bench --shape mnist --attention softmax --batch 1 --steps 2 --json-file "$work/b-m.json"
 bench_json "$work/b-m.json" softmax 2 783 12828672 270336 && ok || bad "bench --shape mnist softmax JSON"
-expect_ok "$TARNN" bench --shape mnist --attention softmax-recompute --batch 1 --steps 2 --json-file "$work/b-mr.json"
-bench_json "$work/b-mr.json" softmax-recompute 2 783 0 270336 && ok || bad "bench --shape mnist softmax-recompute JSON"
+# (not under the sanitizers: its last position recomputes 783 positions, 16 s there; the small
+# model's recompute above runs the same code)
+if [ -z "${TARNN_TEST_SANITIZED:-}" ]; then
+  expect_ok "$TARNN" bench --shape mnist --attention softmax-recompute --batch 1 --steps 2 --json-file "$work/b-mr.json"
+  bench_json "$work/b-mr.json" softmax-recompute 2 783 0 270336 && ok || bad "bench --shape mnist softmax-recompute JSON"
+fi
 expect_ok "$TARNN" bench --shape cifar10 --batch 2 --steps 2 --json-file "$work/b-c.json"
 bench_json "$work/b-c.json" linear 2 3071 540672 540672 && ok || bad "bench --shape cifar10 JSON"
 expect_ok "$TARNN" bench --model "$MNIST" --attention softmax --batch 1 --steps 2

@@ -28,9 +28,9 @@ fi
 # --- an interrupt keeps every finished batch: the message counts the images on disk, which are
 # the uninterrupted run's first ones, and --resume gives the bytes of an uninterrupted run
 # (8 images in batches of 2 in release; in a sanitized build, where an MNIST image takes
-# seconds, 6 in batches of 1)
+# seconds, 4 in batches of 1: interrupted after 2, the third being written)
 N=8 B=2
-[ -n "${TARNN_TEST_SANITIZED:-}" ] && N=6 B=1
+[ -n "${TARNN_TEST_SANITIZED:-}" ] && N=4 B=1
 set -m # background runs start with SIGINT at its default
 # interrupt_at COUNT CMD...: CMD in the background, a progress line every 0.1 s on $work/err,
 # SIGINT once its lines say COUNT are done (2 batches: the second is then being written); the exit
