@@ -333,7 +333,6 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
       send_error(res, 403, why);
       return httplib::Server::HandlerResponse::Handled;
     }
-    // The declared length against the limit now, not after waiting for (and skipping) the body.
     const std::string length = req.get_header_value("Content-Length");
     // No length and no chunks: httplib would read the body until the client closes, answering
     // only when its 10 s read timeout ends
@@ -341,6 +340,7 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
       send_error(res, 411, "a POST needs its body's Content-Length (a JSON object, docs/SERVE.md)");
       return httplib::Server::HandlerResponse::Handled;
     }
+    // The declared length against the limit now, not after waiting for (and skipping) the body.
     const bool digits =
         !length.empty() && length.find_first_not_of("0123456789") == std::string::npos;
     if (digits && (length.size() > 12 || std::stoll(length) > int64_t(kMaxBodyBytes))) {
