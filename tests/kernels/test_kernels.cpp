@@ -27,6 +27,8 @@
 #include "tarnn/tarnn.h"
 
 #ifdef TARNN_TEST_CUDA
+#include <cuda_fp16.h>
+
 #include "kernels/cuda_util.h"
 #include "kernels/launch.h"
 #include "src/cuda/cuda_backend.h"
@@ -612,6 +614,33 @@ INSTANTIATE_TEST_SUITE_P(All, Kernels, ::testing::Range<size_t>(0, cases().size(
                                ch = '_';
                            return n;
                          });
+
+#ifdef TARNN_TEST_CUDA
+// The toolkit's fp16 conversions (the emulated device's, where it is the build's: the ones its
+// kernels run) give kernels/state_format.h's host forms' bits: every fp16 widened, and floats
+// around every fp16 and every tie between two, the subnormals' and 65504's and 65520's included,
+// narrowed (a NaN stays a NaN).
+TEST(DeviceIntrinsics, Fp16ConversionsAsTheHostForms) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float want = from_fp16(uint16_t(h)), got = __half2float(__ushort_as_half(uint16_t(h)));
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << h;
+      continue;
+    }
+    ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << h;
+    // the value and the floats either side of it, the midpoint to the next and either side of it
+    const float mid = (h & 0x7fffu) >= 0x7bffu ? want : 0.5f * (want + from_fp16(uint16_t(h + 1)));
+    for (float x : {want, std::nextafter(want, INFINITY), std::nextafter(want, -INFINITY), mid,
+                    std::nextafter(mid, INFINITY), std::nextafter(mid, -INFINITY)})
+      ASSERT_EQ(__half_as_ushort(__float2half_rn(x)), fp16_bits(x))
+          << x << " (after fp16 " << h << ")";
+  }
+  for (float x : {65504.0f, 65519.99f, 65520.0f, 1e30f, -1e-30f, std::ldexp(1.0f, -25),
+                  std::ldexp(1.5f, -25), INFINITY, -INFINITY})
+    EXPECT_EQ(__half_as_ushort(__float2half_rn(x)), fp16_bits(x)) << x;
+  EXPECT_TRUE(std::isnan(from_fp16(__half_as_ushort(__float2half_rn(NAN)))));
+}
+#endif
 
 // --perf: microseconds per call at MNIST shapes, batch 256, every backend present.
 int run_perf() {
