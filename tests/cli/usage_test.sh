@@ -101,6 +101,9 @@ expect_ok "$TARNN" bench --model "$SMALL" --complete -n 2 --samples 1 "${R[@]}"
 fields "$work/j.json" "j['complete']['completions_per_second'] > 0" && ok || bad "bench --complete JSON"
 expect_ok "$TARNN" info --model "$SMALL" --json
 $PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['schema_version'] == 3 and j['parameters'] > 0))" && ok || bad "info JSON"
+expect_ok "$TARNN" info --model "$SMALL" --device cpu --json # and the device a run would use
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['device'] == 'cpu' and j['device_name'].startswith('cpu')))" && ok || bad "info --device JSON"
+fields "$work/j.json" "j['device_name'].startswith('cpu')" && ok || bad "bench JSON's device_name"
 
 # --- one set of defaults (tarnn/jobs.h): seed 0 and 4 completions per image, as Python's and the
 # server's (tests/python, tests/serve check theirs against these)

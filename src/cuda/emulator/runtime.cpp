@@ -46,7 +46,7 @@ namespace {
 
 // An H100 80GB HBM3's total as cudaMemGetInfo reports it (81,559 MiB).
 constexpr size_t kH100Bytes = size_t(81559) << 20;
-const char *const kName = "tarnn emulated CUDA device (on the CPU)";
+const char *const kName = "tarnn emulated CUDA device, on the CPU";
 
 struct State {
   tarnn_emu_stream legacy; // the default stream, 0
