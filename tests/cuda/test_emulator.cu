@@ -492,3 +492,17 @@ TEST_F(Emulator, CublasLtSumsBf16ProductsInFp32) {
   EXPECT_EQ(dy.download()[0], chain);
   EXPECT_NEAR(dy.download()[0], exact, 1e-5);
 }
+
+// Neighbours in one word: each thread reads and writes its own 2 bytes (a 16-bit state's
+// columns): no race.
+__global__ void halves_kernel(uint16_t *p) {
+  const int j = threadIdx.x;
+  p[j] = uint16_t(p[j] + 1);
+}
+
+TEST_F(Emulator, ThreadsSharingAWordByHalvesDoNotRace) {
+  DeviceArray<uint16_t> p(std::vector<uint16_t>(8, 1));
+  TARNN_LAUNCH(halves_kernel, 1, 8, 0, nullptr)(p.get());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cudaGetErrorString(cudaDeviceSynchronize());
+  EXPECT_EQ(p.download(), std::vector<uint16_t>(8, 2));
+}

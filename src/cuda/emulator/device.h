@@ -120,13 +120,15 @@ std::string thread_name(uint16_t thread);
 
 // ---- the race check and the counts (memory.cpp) ------------------------------------------------
 
-// The shadow of one aligned 4-byte word: who last wrote and read it, in which interval between
-// barriers (a segment: segments count up across the whole run, so a segment before the launch's
-// first is from an earlier launch), and which bytes the current launch has already counted.
+// The shadow of one aligned 4-byte word: which thread wrote and read each of its bytes in the
+// interval between barriers of its last write and last read (a segment: segments count up across
+// the whole run, so one before the launch's first is from an earlier launch), and which bytes the
+// current launch has counted already. Threads by byte, so that threads owning neighbouring bytes
+// (a 16-bit state's columns, a row's byte) share a word without racing.
 struct Word {
   uint32_t w_seg, r_seg, t_launch;
-  uint16_t w_thread, r_thread; // r_thread kMany: several threads read it
-  uint8_t w_bytes, r_bytes, t_read, t_written;
+  uint16_t writer[4], reader[4]; // the thread's index + 1; 0: none; kMany: several readers
+  uint8_t t_read, t_written;
 };
 constexpr uint16_t kMany = 0xffff;
 

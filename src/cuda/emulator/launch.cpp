@@ -152,19 +152,20 @@ void stop_block(Block &b, cudaError_t code, const std::string &what) {
     b.what = what;
   }
 }
-[[noreturn]] void stop_running_thread() {
-  Worker &w = *tl_worker;
-  w.state = Worker::Stopped;
-  wait(w);
-  std::abort(); // never resumed
-}
+// The running thread stops where it is: thrown to worker_main, so that its frames' objects are
+// destroyed (the kernels have none that need it; the emulator's messages do). The kernels' code
+// has no catch, and no object whose destructor would want an entry for the instrumentation's
+// calls in its function's unwinding table.
+struct Stopped {};
+[[noreturn]] void stop_running_thread() { throw Stopped(); }
 
-// Every thread still running has arrived at __syncthreads (the last one calls this).
-void release_barrier(Block &b) {
+// Every thread still running has arrived at __syncthreads (the last one calls this): false if
+// the interval before it read shared memory uninitialised, and the block stops.
+bool release_barrier(Block &b) {
   const std::string unwritten = unwritten_shared_reads(*tl_thread);
   if (!unwritten.empty()) {
     stop_block(b, cudaErrorLaunchFailure, unwritten);
-    stop_running_thread();
+    return false;
   }
   const uint32_t seg = next_segment(); // the accesses after it are ordered after those before
   for (int i = 0; i < b.threads; ++i) {
@@ -174,6 +175,7 @@ void release_barrier(Block &b) {
     w.run.seg = seg;
   }
   b.at_barrier = 0;
+  return true;
 }
 
 // The lanes of warp `warp` that wait at a shuffle whose mask names `lane`.
@@ -191,9 +193,10 @@ void thread_exits(Worker &w) {
   --b.live;
   const int warp = w.run.thread / kWarp, lane = w.run.thread % kWarp;
   if (waited_for(b, warp, lane))
-    kernel_fault(cudaErrorLaunchFailure, "exits while lanes of its warp wait for it in "
-                                         "__shfl_xor_sync");
-  if (b.at_barrier > 0 && b.at_barrier == b.live)
+    stop_block(b, cudaErrorLaunchFailure,
+               thread_name(w.run.thread) +
+                   " exits while lanes of its warp wait for it in __shfl_xor_sync");
+  else if (b.at_barrier > 0 && b.at_barrier == b.live)
     release_barrier(b); // the threads still running have all arrived
 }
 
@@ -203,11 +206,15 @@ void worker_main(void *arg) {
   for (;;) {
     try {
       w.run.grid->body(w.run.grid->params.get());
+      w.run.quiet = true;
+      thread_exits(w);
+    } catch (const Stopped &) {
+      w.state = Worker::Stopped;
     } catch (...) {
-      kernel_fault(cudaErrorLaunchFailure, "threw a C++ exception out of the kernel");
+      stop_block(*g_block, cudaErrorLaunchFailure,
+                 thread_name(w.run.thread) + " threw a C++ exception out of the kernel");
+      w.state = Worker::Stopped;
     }
-    w.run.quiet = true;
-    thread_exits(w);
     wait(w); // resumed for the next block's thread
   }
 }
@@ -361,8 +368,8 @@ void run_blocks(const Grid &g, Counts *counts) {
   // the threads stopped mid-kernel start over at their next block
   for (int i = 0; i < threads; ++i) {
     Worker &w = *g_workers[size_t(i)];
-    if (!w.fresh && w.state != Worker::Done)
-      fiber_start(w.fiber, kStackBytes, &worker_main, &w), w.fresh = true;
+    if (!w.fresh && w.state != Worker::Done && w.state != Worker::Stopped)
+      fiber_start(w.fiber, kStackBytes, &worker_main, &w), w.fresh = true; // left mid-kernel
   }
   fault(b.code, g.name + ": " + b.what);
 }
@@ -424,10 +431,10 @@ void syncthreads() {
   Quiet quiet(&w.run);
   ++b.at_barrier;
   w.state = Worker::AtBarrier;
-  if (b.at_barrier == b.live)
-    release_barrier(b); // the last to arrive: every thread goes on (this one now)
-  else
+  if (b.at_barrier < b.live)
     wait(w);
+  else if (!release_barrier(b)) // the last to arrive: every thread goes on (this one now)
+    stop_running_thread();
 }
 
 uint64_t shuffle_xor(unsigned mask, uint64_t value, int lane_mask, int width) {

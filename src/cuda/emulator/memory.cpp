@@ -15,12 +15,13 @@
 // The race check: two threads touching the same bytes, one of them writing, with no barrier
 // between them (threads of one block in the same interval, or threads of two blocks of one
 // launch, which nothing orders) stop the grid with cudaErrorLaunchFailure naming both. What it
-// sees: every access the kernels' code makes, in shared and device memory. What it misses:
-// accesses made by code outside the kernels' files (none: the kernels call only inline
-// helpers, which are compiled into those files, and libm), static __shared__ arrays (none here:
-// cuda_runtime.h), a word written in part by one thread and in part by another in one interval
-// (the last writer is kept: a third thread's conflicting write with the first is missed), and,
-// across blocks, a read followed in a later interval by another block's write.
+// sees: every access the kernels' code makes, in shared and device memory, byte by byte (threads
+// owning neighbouring bytes do not race). What it misses: accesses made by code outside the
+// kernels' files (none: the kernels call only always-inline helpers, compiled into those files,
+// and libm), static __shared__ arrays (none here: cuda_runtime.h), a byte's accesses from an
+// interval before the word's last (one interval is kept per word, for its writes and for its
+// reads: a conflict with a byte last touched two intervals ago in another block is missed), and
+// a read-modify-write instruction's read (the instrumentation reports it as a write).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -172,11 +173,15 @@ struct Place {
 // Whether an earlier access in segment `seg` by `other` may run at the same time as the running
 // thread's: one of an earlier launch is ordered before it (the stream), one of this block only if
 // it is in this interval and another thread's, one of another block of this launch always.
+// Whether an earlier access in segment `seg` by `other` (an index + 1, or kMany) may run at the
+// same time as the running thread's: one of an earlier launch is ordered before it (the stream),
+// one of this block only if it is in this interval and another thread's, one of another block of
+// this launch always.
 bool concurrent(const ThreadRun &t, uint32_t seg, uint16_t other) {
-  if (seg < t.launch_seg)
+  if (!other || seg < t.launch_seg)
     return false;
   if (seg >= t.block_seg)
-    return seg == t.seg && other != t.thread;
+    return seg == t.seg && other != t.thread + 1;
   return true;
 }
 
@@ -184,7 +189,7 @@ bool concurrent(const ThreadRun &t, uint32_t seg, uint16_t other) {
                        uint32_t seg, uint16_t other, bool other_wrote) {
   const std::string who = seg < t.block_seg ? "a thread of another block"
                           : other == kMany  ? "other threads"
-                                            : thread_name(other);
+                                            : thread_name(uint16_t(other - 1));
   kernel_fault(
       cudaErrorLaunchFailure,
       std::string("races: it ") + (write ? "writes " : "reads ") + place(word) + ", which " + who +
@@ -194,35 +199,36 @@ bool concurrent(const ThreadRun &t, uint32_t seg, uint16_t other) {
 
 void touch(const ThreadRun &t, Word &w, uint8_t bytes, bool write, const Place &place,
            size_t word) {
-  if ((w.w_bytes & bytes) && concurrent(t, w.w_seg, w.w_thread))
-    race(t, place, word, write, w.w_seg, w.w_thread, true);
-  if (write) {
-    if ((w.r_bytes & bytes) && concurrent(t, w.r_seg, w.r_thread))
-      race(t, place, word, write, w.r_seg, w.r_thread, false);
-    if (w.w_seg == t.seg && w.w_thread == t.thread) {
-      w.w_bytes |= bytes;
-    } else {
-      w.w_seg = t.seg;
-      w.w_thread = t.thread;
-      w.w_bytes = bytes;
+  const uint16_t me = uint16_t(t.thread + 1);
+  for (int b = 0; b < 4; ++b)
+    if (bytes >> b & 1u) {
+      if (concurrent(t, w.w_seg, w.writer[b]))
+        race(t, place, word, write, w.w_seg, w.writer[b], true);
+      if (write && concurrent(t, w.r_seg, w.reader[b]))
+        race(t, place, word, write, w.r_seg, w.reader[b], false);
     }
+  if (write) {
+    if (w.w_seg != t.seg) { // the bytes written before are ordered before this interval
+      w.w_seg = t.seg;
+      std::fill(w.writer, w.writer + 4, uint16_t(0));
+    }
+    for (int b = 0; b < 4; ++b)
+      if (bytes >> b & 1u)
+        w.writer[b] = me;
     return;
   }
   if (place.shared && w.w_seg < t.block_seg && g_unwritten.size() < 4096)
     g_unwritten.push_back({word, t.thread});
-  if (w.r_seg == t.seg) {
-    if (w.r_thread != t.thread)
-      w.r_thread = kMany;
-    w.r_bytes |= bytes;
-  } else if (w.r_seg >= t.launch_seg && w.r_seg < t.block_seg) { // readers in other blocks
+  if (w.r_seg != t.seg) {
+    // readers in another block of this launch stay, as several: not ordered with anything here
+    const bool foreign = w.r_seg >= t.launch_seg && w.r_seg < t.block_seg;
+    for (uint16_t &r : w.reader)
+      r = foreign && r ? kMany : 0;
     w.r_seg = t.seg;
-    w.r_thread = kMany;
-    w.r_bytes |= bytes;
-  } else {
-    w.r_seg = t.seg;
-    w.r_thread = t.thread;
-    w.r_bytes = bytes;
   }
+  for (int b = 0; b < 4; ++b)
+    if (bytes >> b & 1u)
+      w.reader[b] = w.reader[b] == 0 || w.reader[b] == me ? me : kMany;
 }
 
 // The bytes of this launch not counted yet.
