@@ -249,6 +249,23 @@ TEST_F(Emulator, SharedMemoryIsExactlyTheSizeAsked) {
   }
 }
 
+// So is device memory: a read one float past an allocation is an illegal address (ASan's report
+// under AddressSanitizer).
+TEST_F(Emulator, DeviceMemoryIsExactlyTheSizeAsked) {
+  DeviceArray<float> in(std::vector<float>(100, 1.0f)), out(101);
+  const auto overrun = [&] {
+    TARNN_LAUNCH(double_kernel, 1, 128, 0, nullptr)(in.get(), out.get(), 101);
+    return cudaDeviceSynchronize();
+  };
+  if (&__asan_init) {
+    EXPECT_DEATH(overrun(), "heap-buffer-overflow");
+  } else {
+    EXPECT_EQ(overrun(), cudaErrorIllegalAddress);
+    EXPECT_TRUE(has(cudaGetErrorString(cudaErrorIllegalAddress),
+                    "reads 4 bytes 0 bytes past the end of a 400-byte device allocation"));
+  }
+}
+
 TEST_F(Emulator, AHostPointerInAKernelIsAnIllegalAddress) {
   std::vector<float> host(64, 1.0f), host_out(64);
   TARNN_LAUNCH(double_kernel, 1, 64, 0, nullptr)(host.data(), host_out.data(), 64);

@@ -68,6 +68,12 @@ struct Label {
 std::vector<Label> g_labels;
 std::vector<std::string> g_label_names = {"other"};
 
+// The allocation at or below p (its start at most p), or null.
+Allocation *below(const char *p) {
+  auto it = g_allocations.upper_bound(reinterpret_cast<uintptr_t>(p));
+  return it == g_allocations.begin() ? nullptr : &std::prev(it)->second;
+}
+
 Allocation *find(const char *p) {
   if (g_last && p >= g_last->begin && p < g_last->begin + g_last->bytes)
     return g_last;
@@ -308,6 +314,11 @@ void check(ThreadRun *t, uintptr_t address, size_t n, bool write) {
   }
   if (static_data(address) || own_fake_stack(p))
     return;
+  if (const Allocation *a = below(p); a && p < a->begin + a->bytes + 4096)
+    kernel_fault(cudaErrorIllegalAddress,
+                 std::string(write ? "writes " : "reads ") + std::to_string(n) + " bytes " +
+                     std::to_string(p - (a->begin + a->bytes)) + " bytes past the end of a " +
+                     std::to_string(a->bytes) + "-byte device allocation");
   kernel_fault(cudaErrorIllegalAddress,
                std::string(write ? "writes " : "reads ") + std::to_string(n) + " bytes at " +
                    hex(p) +
