@@ -271,7 +271,7 @@ TEST(CudaThreads, SeveralThreadsAtOnceGetWhatEachGetsAlone) {
   REQUIRE_CUDA_DEVICE();
   for (Precision precision : {Precision::Fp32, Precision::Bf16}) {
     Engine engine(load_model(small_golden()), on(Device::Cuda, 6, true, precision).run);
-    expect_threads_get_what_each_gets_alone(engine, 9, name(precision));
+    expect_threads_get_what_each_gets_alone(engine, mnist_images(9, 4), name(precision));
   }
 }
 

@@ -44,6 +44,15 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
+// The checks of every kernel access run on the emulator's own shadow memory, and under the
+// sanitizers most of a kernel's time went to instrumenting them again: their hot path is left
+// alone (the release build runs the same code; test_emulator holds it to its answers).
+#if defined(__clang__) || defined(__GNUC__)
+#define TARNN_EMU_HOT __attribute__((no_sanitize("address", "undefined")))
+#else
+#define TARNN_EMU_HOT
+#endif
+
 namespace tarnn_emu {
 
 namespace {
@@ -74,7 +83,7 @@ Allocation *below(const char *p) {
   return it == g_allocations.begin() ? nullptr : &std::prev(it)->second;
 }
 
-Allocation *find(const char *p) {
+TARNN_EMU_HOT Allocation *find(const char *p) {
   if (g_last && p >= g_last->begin && p < g_last->begin + g_last->bytes)
     return g_last;
   auto it = g_allocations.upper_bound(reinterpret_cast<uintptr_t>(p));
@@ -86,7 +95,7 @@ Allocation *find(const char *p) {
   return g_last = &a;
 }
 
-int label_id(const char *p) {
+TARNN_EMU_HOT int label_id(const char *p) {
   for (const Label &l : g_labels)
     if (p >= l.begin && p < l.end)
       return l.id;
@@ -183,7 +192,7 @@ struct Place {
 // same time as the running thread's: one of an earlier launch is ordered before it (the stream),
 // one of this block only if it is in this interval and another thread's, one of another block of
 // this launch always.
-bool concurrent(const ThreadRun &t, uint32_t seg, uint16_t other) {
+TARNN_EMU_HOT bool concurrent(const ThreadRun &t, uint32_t seg, uint16_t other) {
   if (!other || seg < t.launch_seg)
     return false;
   if (seg >= t.block_seg)
@@ -203,16 +212,23 @@ bool concurrent(const ThreadRun &t, uint32_t seg, uint16_t other) {
           (seg < t.block_seg ? " (blocks are not ordered)" : " with no __syncthreads between"));
 }
 
-void touch(const ThreadRun &t, Word &w, uint8_t bytes, bool write, const Place &place,
-           size_t word) {
+TARNN_EMU_HOT void touch(const ThreadRun &t, Word &w, uint8_t bytes, bool write, const Place &place,
+                         size_t word) {
   const uint16_t me = uint16_t(t.thread + 1);
-  for (int b = 0; b < 4; ++b)
-    if (bytes >> b & 1u) {
-      if (concurrent(t, w.w_seg, w.writer[b]))
-        race(t, place, word, write, w.w_seg, w.writer[b], true);
-      if (write && concurrent(t, w.r_seg, w.reader[b]))
-        race(t, place, word, write, w.r_seg, w.reader[b], false);
-    }
+  // a record of an earlier launch, or of an earlier interval of this block, cannot conflict: the
+  // bytes are looked at only where one may (most accesses find none)
+  auto live = [&](uint32_t seg) {
+    return seg >= t.launch_seg && (seg < t.block_seg || seg == t.seg);
+  };
+  const bool writers = live(w.w_seg), readers = write && live(w.r_seg);
+  if (writers || readers)
+    for (int b = 0; b < 4; ++b)
+      if (bytes >> b & 1u) {
+        if (writers && concurrent(t, w.w_seg, w.writer[b]))
+          race(t, place, word, write, w.w_seg, w.writer[b], true);
+        if (readers && concurrent(t, w.r_seg, w.reader[b]))
+          race(t, place, word, write, w.r_seg, w.reader[b], false);
+      }
   if (write) {
     if (w.w_seg != t.seg) { // the bytes written before are ordered before this interval
       w.w_seg = t.seg;
@@ -238,7 +254,7 @@ void touch(const ThreadRun &t, Word &w, uint8_t bytes, bool write, const Place &
 }
 
 // The bytes of this launch not counted yet.
-void count(const ThreadRun &t, Word &w, uint8_t bytes, bool write, const char *at) {
+TARNN_EMU_HOT void count(const ThreadRun &t, Word &w, uint8_t bytes, bool write, const char *at) {
   if (w.t_launch != t.launch) {
     w.t_launch = t.launch;
     w.t_read = w.t_written = 0;
@@ -252,8 +268,8 @@ void count(const ThreadRun &t, Word &w, uint8_t bytes, bool write, const char *a
 }
 
 // Bytes [offset, offset + n) of memory whose words `shadow` describes (4-byte aligned at 0).
-void touch_words(const ThreadRun &t, Word *shadow, const char *base, size_t offset, size_t n,
-                 bool write, const Place &place) {
+TARNN_EMU_HOT void touch_words(const ThreadRun &t, Word *shadow, const char *base, size_t offset,
+                               size_t n, bool write, const Place &place) {
   const size_t end = offset + n;
   for (size_t word = offset / 4; word * 4 < end; ++word) {
     const size_t lo = std::max(offset, word * 4), hi = std::min(end, word * 4 + 4);
@@ -266,7 +282,7 @@ void touch_words(const ThreadRun &t, Word *shadow, const char *base, size_t offs
 
 void check(ThreadRun *t, uintptr_t address, size_t n, bool write);
 
-void access(uintptr_t address, size_t n, bool write) {
+TARNN_EMU_HOT void access(uintptr_t address, size_t n, bool write) {
   ThreadRun *t = tl_thread;
   if (!t || t->quiet || n == 0)
     return;
@@ -274,7 +290,7 @@ void access(uintptr_t address, size_t n, bool write) {
   check(t, address, n, write);
 }
 
-void check(ThreadRun *t, uintptr_t address, size_t n, bool write) {
+TARNN_EMU_HOT void check(ThreadRun *t, uintptr_t address, size_t n, bool write) {
   const char *p = reinterpret_cast<const char *>(address);
   if (p >= t->stack_lo && p < t->stack_hi)
     return;
