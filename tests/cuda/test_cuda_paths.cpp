@@ -34,22 +34,12 @@ Model small_with(const FeatureMap &fm, uint64_t seed = 3) {
   return random_model(c, seed);
 }
 
-FeatureMap map_of(FeatureMapKind k, int n_dims = 0, double temp = 1.0,
-                  FeatureMapKind fn = FeatureMapKind::Relu) {
-  FeatureMap fm;
-  fm.kind = k;
-  fm.n_dims = n_dims;
-  fm.softmax_temp = temp;
-  fm.smoothing = 0.5;
-  fm.kernel_fn = fn;
-  return fm;
-}
-
 // Each map but elu + 1 as tests/tools/make_golden_maps.sh makes its goldens: F other than d_head.
 std::vector<FeatureMap> other_maps() {
-  return {map_of(FeatureMapKind::Relu), map_of(FeatureMapKind::RandomFourier, 10),
-          map_of(FeatureMapKind::SmoothedRandomFourier, 8), map_of(FeatureMapKind::Favor, 12, 0.2),
-          map_of(FeatureMapKind::GeneralizedRandom, 9, 1.0, FeatureMapKind::EluPlusOne)};
+  return {feature_map_of(FeatureMapKind::Relu), feature_map_of(FeatureMapKind::RandomFourier, 10),
+          feature_map_of(FeatureMapKind::SmoothedRandomFourier, 8),
+          feature_map_of(FeatureMapKind::Favor, 12, 0.2),
+          feature_map_of(FeatureMapKind::GeneralizedRandom, 9, 1.0, FeatureMapKind::EluPlusOne)};
 }
 
 // One model on both backends with the same options but the device: sampled, scored (teacher
@@ -140,7 +130,7 @@ TEST(CudaPrefill, PositionsKernelInFp16AndWithARandomFeatureMap) {
     int positions, n;
     const char *label;
   };
-  const Model favor = small_with(map_of(FeatureMapKind::Favor, 12, 0.2));
+  const Model favor = small_with(feature_map_of(FeatureMapKind::Favor, 12, 0.2));
   const Model small = load_model(small_golden());
   for (const Case &k : {Case{&small, StateFormat::Fp16, -1, 5, "small golden, fp16"},
                         Case{&favor, StateFormat::Fp32, -1, 5, "favor, fp32"},

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <functional>
 #include <gtest/gtest.h>
 #include <string>
 #include <vector>
@@ -111,6 +112,17 @@ std::string fault(cudaError_t want) {
 
 bool has(const std::string &s, const std::string &part) {
   return s.find(part) != std::string::npos;
+}
+
+// An overrun the run makes is an illegal address the emulated device names (`says`), or, under
+// AddressSanitizer, ASan's own report (the run then goes in a child process).
+void expect_overrun(const std::function<cudaError_t()> &run, const std::string &says) {
+  if (&__asan_init) {
+    EXPECT_DEATH(run(), "heap-buffer-overflow");
+    return;
+  }
+  EXPECT_EQ(run(), cudaErrorIllegalAddress);
+  EXPECT_TRUE(has(cudaGetErrorString(cudaErrorIllegalAddress), says));
 }
 
 } // namespace
@@ -236,34 +248,24 @@ TEST_F(Emulator, SharedMemoryIsExactlyTheSizeAsked) {
   DeviceArray<float> out(32);
   TARNN_LAUNCH(shared_reach_kernel, 1, 32, 32 * 4, nullptr)(out.get(), 0);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const auto overrun = [&] {
-    TARNN_LAUNCH(shared_reach_kernel, 1, 32, 32 * 4, nullptr)(out.get(), 1);
-    return cudaDeviceSynchronize();
-  };
-  if (&__asan_init) {
-    EXPECT_DEATH(overrun(), "heap-buffer-overflow");
-  } else {
-    EXPECT_EQ(overrun(), cudaErrorIllegalAddress);
-    EXPECT_TRUE(has(cudaGetErrorString(cudaErrorIllegalAddress),
-                    "0 bytes past the end of its block's 128 bytes"));
-  }
+  expect_overrun(
+      [&] {
+        TARNN_LAUNCH(shared_reach_kernel, 1, 32, 32 * 4, nullptr)(out.get(), 1);
+        return cudaDeviceSynchronize();
+      },
+      "0 bytes past the end of its block's 128 bytes");
 }
 
 // So is device memory: a read one float past an allocation is an illegal address (ASan's report
 // under AddressSanitizer).
 TEST_F(Emulator, DeviceMemoryIsExactlyTheSizeAsked) {
   DeviceArray<float> in(std::vector<float>(100, 1.0f)), out(101);
-  const auto overrun = [&] {
-    TARNN_LAUNCH(double_kernel, 1, 128, 0, nullptr)(in.get(), out.get(), 101);
-    return cudaDeviceSynchronize();
-  };
-  if (&__asan_init) {
-    EXPECT_DEATH(overrun(), "heap-buffer-overflow");
-  } else {
-    EXPECT_EQ(overrun(), cudaErrorIllegalAddress);
-    EXPECT_TRUE(has(cudaGetErrorString(cudaErrorIllegalAddress),
-                    "reads 4 bytes 0 bytes past the end of a 400-byte device allocation"));
-  }
+  expect_overrun(
+      [&] {
+        TARNN_LAUNCH(double_kernel, 1, 128, 0, nullptr)(in.get(), out.get(), 101);
+        return cudaDeviceSynchronize();
+      },
+      "reads 4 bytes 0 bytes past the end of a 400-byte device allocation");
 }
 
 TEST_F(Emulator, AHostPointerInAKernelIsAnIllegalAddress) {

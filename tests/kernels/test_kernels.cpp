@@ -25,6 +25,7 @@
 #include "src/cpu/cpu_ops.h"
 #include "src/cpu/gemm_bf16.h"
 #include "tarnn/tarnn.h"
+#include "test_util.h"
 
 #ifdef TARNN_TEST_CUDA
 #include <cuda_fp16.h>
@@ -524,14 +525,9 @@ std::vector<Case> cases() {
   // off it; each random-feature map with F other than d_head (S not square), in fp32 and fp16
   auto map = [](FeatureMapKind k, int n_dims, double temp,
                 FeatureMapKind fn = FeatureMapKind::Relu) {
-    FeatureMap fm;
-    fm.kind = k;
-    fm.n_dims = n_dims;
-    fm.softmax_temp = temp;
-    fm.smoothing = 0.5;
-    fm.kernel_fn = fn;
-    return MapCase{fm, std::string(", ") + feature_map_name(k) +
-                           (n_dims ? " n_dims " + std::to_string(n_dims) : "")};
+    return MapCase{tarnn_test::feature_map_of(k, n_dims, temp, fn),
+                   std::string(", ") + feature_map_name(k) +
+                       (n_dims ? " n_dims " + std::to_string(n_dims) : "")};
   };
   for (StateFormat f : {StateFormat::Fp32, StateFormat::Fp16}) {
     for (int d : {32, 20})

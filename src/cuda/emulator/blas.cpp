@@ -346,6 +346,14 @@ cublasStatus_t describe(const tarnn_emu_matmul_desc *op, const tarnn_emu_layout 
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// An attribute's value into its field, if it is the field's size.
+template <class T> cublasStatus_t set_field(T &field, const void *value, size_t bytes) {
+  if (!value || bytes != sizeof field)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(&field, value, bytes);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 // ---- algorithms
 // --------------------------------------------------------------------------------------
 
@@ -536,12 +544,7 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
                                               const void *value, size_t bytes) {
   if (!desc || !value)
     return CUBLAS_STATUS_INVALID_VALUE;
-  auto set = [&](auto &field) {
-    if (bytes != sizeof field)
-      return CUBLAS_STATUS_INVALID_VALUE;
-    std::memcpy(&field, value, bytes);
-    return CUBLAS_STATUS_SUCCESS;
-  };
+  auto set = [&](auto &field) { return set_field(field, value, bytes); };
   switch (attr) {
   case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE:
     return set(desc->compute);
@@ -603,12 +606,7 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
                                                     const void *value, size_t bytes) {
   if (!pref || !value)
     return CUBLAS_STATUS_INVALID_VALUE;
-  auto set = [&](auto &field) {
-    if (bytes != sizeof field)
-      return CUBLAS_STATUS_INVALID_VALUE;
-    std::memcpy(&field, value, bytes);
-    return CUBLAS_STATUS_SUCCESS;
-  };
+  auto set = [&](auto &field) { return set_field(field, value, bytes); };
   switch (attr) {
   case CUBLASLT_MATMUL_PREF_SEARCH_MODE: {
     uint32_t unused;

@@ -9,17 +9,7 @@
 #include <unistd.h>
 #include <utility>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TARNN_EMU_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TARNN_EMU_ASAN 1
-#endif
-#endif
-#ifdef TARNN_EMU_ASAN
-#include <sanitizer/asan_interface.h>
-#include <sanitizer/common_interface_defs.h>
-#endif
+#include "sanitizer.h"
 
 #if defined(__x86_64__)
 // tarnn_emu_switch(void **save, void *load): pushes the callee-saved registers and the floating

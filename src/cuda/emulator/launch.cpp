@@ -17,6 +17,7 @@
 
 #include "device.h"
 #include "fiber.h"
+#include "sanitizer.h"
 
 namespace tarnn_emu {
 
@@ -269,14 +270,8 @@ void run_block(Block &b) {
 // A block's dynamic shared memory: on the heap at its exact size under AddressSanitizer (which
 // then reports an overrun itself), else at the end of a mapping followed by a guard page:
 // memory.cpp reports an access outside the block's bytes but inside the mapping (the arena).
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef TARNN_EMU_ASAN
 constexpr bool kSharedOnHeap = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSharedOnHeap = true;
-#else
-constexpr bool kSharedOnHeap = false;
-#endif
 #else
 constexpr bool kSharedOnHeap = false;
 #endif

@@ -32,17 +32,7 @@
 #include <vector>
 
 #include "device.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define TARNN_EMU_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TARNN_EMU_ASAN 1
-#endif
-#endif
-#ifdef TARNN_EMU_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
+#include "sanitizer.h"
 
 // The checks of every kernel access run on the emulator's own shadow memory, and under the
 // sanitizers most of a kernel's time went to instrumenting them again: their hot path is left
