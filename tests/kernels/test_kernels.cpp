@@ -28,6 +28,7 @@
 #include "test_util.h"
 
 #ifdef TARNN_TEST_CUDA
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "kernels/cuda_util.h"
@@ -635,6 +636,30 @@ TEST(DeviceIntrinsics, Fp16ConversionsAsTheHostForms) {
                   std::ldexp(1.5f, -25), INFINITY, -INFINITY})
     EXPECT_EQ(__half_as_ushort(__float2half_rn(x)), fp16_bits(x)) << x;
   EXPECT_TRUE(std::isnan(from_fp16(__half_as_ushort(__float2half_rn(NAN)))));
+}
+
+// bfloat16: __float2bfloat16 rounds every normal float as bf16_bits does (to nearest even), and
+// keeps the subnormals that bf16_bits sends to zero (vcvtne2ps2bf16's rule, which the bf16 GEMMs
+// of both backends use: a kernel that rounded with __float2bfloat16 would differ there).
+TEST(DeviceIntrinsics, Bf16RoundingAsBf16BitsButForSubnormals) {
+  for (uint32_t top = 0; top < 65536; ++top)
+    for (uint32_t low : {0u, 1u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) {
+      const uint32_t u = top << 16 | low;
+      float f;
+      std::memcpy(&f, &u, 4);
+      const uint16_t got = __bfloat16_as_ushort(__float2bfloat16(f));
+      if (std::isnan(f)) {
+        ASSERT_TRUE(std::isnan(from_bf16(got))) << u;
+      } else if (std::fpclassify(f) == FP_SUBNORMAL) {
+        ASSERT_EQ(got, uint16_t((u + 0x7fffu + (u >> 16 & 1u)) >> 16)) << u; // kept, rounded
+        ASSERT_EQ(from_bf16(bf16_bits(f)), 0.0f) << u;
+      } else {
+        ASSERT_EQ(got, bf16_bits(f)) << u;
+      }
+      const float widened = __bfloat162float(__ushort_as_bfloat16(uint16_t(top))),
+                  want = from_bf16(uint16_t(top));
+      ASSERT_EQ(std::memcmp(&widened, &want, 4), 0) << top; // exact, NaNs included
+    }
 }
 #endif
 
