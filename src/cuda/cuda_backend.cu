@@ -44,7 +44,9 @@ void blas_check(cublasStatus_t s, const char *call) {
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
 // The emulated device counts the bytes kernels move in device memory by these names (the state,
-// the weights; docs/CUDA.md); a GPU counts nothing.
+// the weights; docs/CUDA.md; a name here and in moved_since_last is all a new one takes); a GPU
+// counts nothing.
+constexpr const char *kStateBytes = "state", *kWeightBytes = "weights";
 void name_memory(const void *p, size_t bytes, const char *name) {
 #ifdef TARNN_EMULATED_DEVICE
   tarnn_emu::label_memory(p, bytes, name);
@@ -66,9 +68,9 @@ std::vector<KernelBytes> moved_since_last(double image_steps, double steps) {
     k.written = double(t.all.written) / image_steps;
     for (const auto &[label, b] : t.labelled) {
       const double bytes = double(b.read + b.written) / image_steps;
-      if (label == "state")
+      if (label == kStateBytes)
         k.state += bytes;
-      else if (label == "weights")
+      else if (label == kWeightBytes)
         k.weights += bytes;
     }
     all.push_back(k);
@@ -267,7 +269,7 @@ struct DeviceWeights {
     // A pageable cudaMemcpy may return before its DMA lands, and the backend's stream does not
     // wait for the legacy default stream: wait here, once.
     cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    name_memory(mem.p, mem.bytes, "weights");
+    name_memory(mem.p, mem.bytes, kWeightBytes);
   }
 };
 
@@ -283,7 +285,7 @@ struct DeviceBatch {
         b(step_buffers(mem.p, layout)) {
     cuda_check(cudaMemset(mem.p, 0, layout.total), "cudaMemset");
     cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); // as for the weights
-    name_memory(b.state, layout.state_bytes, "state");
+    name_memory(b.state, layout.state_bytes, kStateBytes);
   }
 };
 
