@@ -112,10 +112,12 @@ TEST(CudaFeatureMaps, EveryMapOverAFullRolloutAsTheCpuBackend) {
     const ImageSet in = read_images(dir + "/inputs-idx-ubyte", golden.config);
     const auto expected = nlohmann::json::parse(read_file(dir + "/expected.json"));
     const Outcome g = run_on(on(Device::Cuda), golden, in.count, 0, in.bytes.data());
+    double worst = 0;
     for (int64_t r = 0; r < in.count; ++r)
-      EXPECT_NEAR(bpd(g.log_prob[size_t(r)], golden.config),
-                  expected["bits_per_dim"][size_t(r)].get<double>(), 1e-5)
-          << kind << " golden image " << r;
+      worst = std::max(worst, std::fabs(bpd(g.log_prob[size_t(r)], golden.config) -
+                                        expected["bits_per_dim"][size_t(r)].get<double>()));
+    EXPECT_LE(worst, 1e-5) << kind << " golden";
+    std::printf("%s: PyTorch's float64 golden's bits/dim within %.2g\n", kind.c_str(), worst);
   }
 }
 
