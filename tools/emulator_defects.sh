@@ -9,8 +9,8 @@
 #
 # SCRATCH (default build-defects in this tree, which git ignores): where the copy (a detached git
 # worktree) and its build go; kept between runs, so that a second run rebuilds only what a defect
-# touches. --sanitize: the build of CI's sanitizer pass (clang, AddressSanitizer and UBSan; its
-# MNIST-size runs shortened).
+# touches (`git worktree remove --force SCRATCH/tree` drops it). --sanitize: the build of CI's
+# sanitizer pass (clang, AddressSanitizer and UBSan; its MNIST-size runs shortened).
 # Exit 0 when every defect is caught.
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
