@@ -14,19 +14,7 @@ trap 'rm -rf "$work"' EXIT
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 has() { grep -qE -- "$2" "$work/$1.log" || bad "$1: no '$2' in: $(grep -v '^step' "$work/$1.log" | tail -4)"; }
-SRC_TOOLS=$SRC/tools $PY - "$work" <<'PYEOF'
-import os, sys
-import numpy as np
-sys.path.insert(0, os.environ["SRC_TOOLS"])
-from mnist_data import write_idx
-rng = np.random.default_rng(0)
-imgs = np.zeros((40, 6, 6), np.uint8)
-for im in imgs:
-    im[rng.integers(0, 6), :] = 255
-    im[:, rng.integers(0, 6)] = rng.integers(100, 256)
-write_idx(os.path.join(sys.argv[1], "train-idx"), imgs[:32])
-write_idx(os.path.join(sys.argv[1], "held-idx"), imgs[32:])
-PYEOF
+$PY "$SRC/tests/tools/tiny_images.py" "$work"
 # the lease's flags (tools/gpu/lease.sh TRAIN_ARGS and train-start), at a tiny size: chunk 2 of
 # 35 positions is the blocked form; bf16 autocast is the default
 tiny=(--height 6 --width 6 --n-layers 2 --n-heads 2 --d-head 4 --d-model 8 --d-ff 16 --mixtures 2)
