@@ -60,7 +60,6 @@ BACK_FILE_B=${LEASE_BACK_FILE_BYTES:-$((16 * MiB))} # each at most,
 BACK_TOTAL_B=${LEASE_BACK_TOTAL_BYTES:-$((64 * MiB))} # and together
 TRAVEL_B=${LEASE_TRAVEL_BYTES:-$((64 * MiB))} # the tree and the carried paths, to the machine
 PART_B=$((BACK_FILE_B < 15 * MiB ? BACK_FILE_B : 15 * MiB)) # the weights' parts: under 16 MiB
-GAP_S=45   # one call's end to the next one's start: the machine waits 30 s (README), + transfer
 CALLS=("build train-start test maps" "sanitize train-end bench" "bench profile softmax")
 # What exists, one list each (lease_dry_run checks them against tarnn's and tarnn_model.py's own)
 PRECISIONS="fp32 tf32 bf16"
@@ -109,6 +108,8 @@ profile 30 estimate, a configuration: ncu replays a step's kernels (61 in fp32) 
     last lease timed none (its ncu ran under timeouts of 100-140 s)
 softmax 20 estimate, a batch: a torch start-up (8 s) and 783 eager steps; softmax's KV cache at
     4,096 images is 13 GB read a step on average: 5 s at 2 TB/s
+gap 45 from a call's end to the next one's start: the machine waits 30 s (the device README), so
+    the next call comes within them, and the tree's transfer (15 s, estimate)
 EOF
 }
 
@@ -117,6 +118,8 @@ est() { # STEP: its estimate in seconds
   if [ -n "${!var:-}" ]; then echo "${!var}"; return; fi
   estimates | awk -v s="$1" '/^[^ ]/ && $1 == s { print $2; f = 1 } END { if (!f) print 0 }'
 }
+
+GAP_S=$(est gap) # the trainer's clock runs on between the calls
 
 # Images/s over all 783 positions on the H100, docs/CUDA.md (2026-11-22): fp32 and tf32
 # measured; bf16 not run yet, so tf32's (docs/CUDA.md's bf16 estimate is about tf32's). An fp16
