@@ -49,19 +49,7 @@ refuses_py() {
 }
 
 # tiny 6x6 digits-like data: a bright bar in each image
-SRC_TOOLS=$SRC/tools $PY - "$work" <<'PYEOF'
-import os, sys
-import numpy as np
-sys.path.insert(0, os.environ["SRC_TOOLS"])
-from mnist_data import write_idx
-rng = np.random.default_rng(0)
-imgs = np.zeros((40, 6, 6), np.uint8)
-for i, im in enumerate(imgs):
-    im[rng.integers(0, 6), :] = 255
-    im[:, rng.integers(0, 6)] = rng.integers(100, 256)
-write_idx(os.path.join(sys.argv[1], "train-idx"), imgs[:32])
-write_idx(os.path.join(sys.argv[1], "held-idx"), imgs[32:])
-PYEOF
+$PY "$SRC/tests/tools/tiny_images.py" "$work"
 tiny=(--height 6 --width 6 --n-layers 2 --n-heads 2 --d-head 4 --d-model 8 --d-ff 16 --mixtures 2)
 check "train 5 steps" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
   --ckpt "$work/ckpt.pt" "${tiny[@]}" --max-steps 5 --batch 4 --eval-every 1000 --threads 1
