@@ -39,17 +39,6 @@ void lock_output(int fd, const std::string &path) {
 
 namespace {
 
-// "313.6 kB", "7.84 GB": a size for a message.
-std::string size_text(double bytes) {
-  const char *units[] = {"bytes", "kB", "MB", "GB", "TB", "PB"};
-  int u = 0;
-  for (; bytes >= 1000 && u < 5; ++u)
-    bytes /= 1000;
-  char text[32];
-  std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.3g %s", bytes, units[u]);
-  return text;
-}
-
 std::string name_of(const std::string &path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
