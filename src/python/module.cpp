@@ -113,10 +113,16 @@ py::array_t<uint8_t, py::array::c_style> bytes_of(const py::array &a, const char
   return py::array_t<uint8_t, py::array::c_style>::ensure(a);
 }
 
+// Image bytes from anything array_of takes, uint8 or a ValueError: what every function that takes
+// images converts them with (score, complete, grid, write_png, to_float).
+py::array_t<uint8_t, py::array::c_style> uint8_of(py::handle obj, const char *name) {
+  return bytes_of(array_of(obj, name), name);
+}
+
 // The model's images from a (n, H, W) or (n, H, W, C) array, or any array_of takes; an NCHW batch
 // (PyTorch's layout) is refused with the permutation that makes it NHWC.
 ImageSet images_of(py::handle obj, const Config &c, const char *name) {
-  const auto arr = bytes_of(array_of(obj, name), name);
+  const auto arr = uint8_of(obj, name);
   const bool gray3 = arr.ndim() == 3 && c.channels == 1;
   const std::vector<py::ssize_t> shape(arr.shape(), arr.shape() + arr.ndim());
   if (!(gray3 || arr.ndim() == 4) || arr.shape(1) != c.height || arr.shape(2) != c.width ||
@@ -224,7 +230,7 @@ py::array to_uint8(py::object images) {
 }
 
 py::array_t<float> to_float(py::object images) {
-  const auto x = bytes_of(array_of(images, "images"), "images");
+  const auto x = uint8_of(images, "images");
   py::array_t<float> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
   for (py::ssize_t i = 0; i < x.size(); ++i)
     out.mutable_data()[i] = float(x.data()[i]) / 255.0f;
@@ -441,10 +447,10 @@ PYBIND11_MODULE(tarnn, m) {
         "x / 255 (to_uint8 undoes it exactly).");
   m.def(
       "grid",
-      [](const py::array &images, std::optional<int> nrow, int padding, int pad_value,
+      [](py::object images, std::optional<int> nrow, int padding, int pad_value,
          std::optional<int> scale, std::optional<int> cols) {
-        const auto arr = bytes_of(images, "images");
-        const std::string shape = py::str(py::tuple(py::cast(images.request().shape)));
+        const auto arr = uint8_of(images, "images");
+        const std::string shape = py::str(py::tuple(py::cast(arr.request().shape)));
         if (arr.ndim() != 4 && arr.ndim() != 3)
           bad("images must have shape (n, H, W) or (n, H, W, C), not " + shape);
         const int C = arr.ndim() == 4 ? int(arr.shape(3)) : 1;
@@ -473,7 +479,8 @@ PYBIND11_MODULE(tarnn, m) {
       py::arg("pad_value") = 64, py::arg("scale") = py::none(), py::kw_only(),
       py::arg("cols") = py::none(),
       "grid(images, nrow=None, padding=2, pad_value=64, scale=None) -> uint8 array (H', W', C)\n\n"
-      "The images (n, H, W) or (n, H, W, C) tiled as torchvision's make_grid, then each pixel "
+      "The images (n, H, W) or (n, H, W, C), uint8, as score takes them (numpy, a torch tensor), "
+      "tiled as torchvision's make_grid, then each pixel "
       "drawn scale x scale times: the same bytes as `tarnn sample -o` with --nrow, --padding, "
       "--pad-value and --scale, and the same defaults.\n"
       "nrow: images per row (None: a square-ish grid; `cols` is its older name).\n"
@@ -485,7 +492,7 @@ PYBIND11_MODULE(tarnn, m) {
   m.def(
       "write_png",
       [](py::object path, py::object image) {
-        const auto arr = bytes_of(array_of(image, "image"), "image");
+        const auto arr = uint8_of(image, "image");
         if (arr.ndim() != 2 && arr.ndim() != 3)
           bad("image must have shape (H, W) or (H, W, C)");
         const int C = arr.ndim() == 3 ? int(arr.shape(2)) : 1;

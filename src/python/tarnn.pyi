@@ -53,7 +53,7 @@ def read_images(path: _Path) -> npt.NDArray[np.uint8]:
     """An IDX file or a PNG as (n, H, W, C) uint8, as stored."""
 
 def grid(
-    images: npt.NDArray[np.uint8],
+    images: _ArrayLike,
     nrow: Optional[int] = None,
     padding: int = 2,
     pad_value: int = 64,
