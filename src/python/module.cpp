@@ -196,14 +196,16 @@ Progress progress_for(bool bar, int64_t images, int positions) {
   };
 }
 
-// Where a pip or cmake --install put the models beside the module: PREFIX/share/tarnn/models
-// for PREFIX/lib/python3.X/{site,dist}-packages/tarnn*.so (none for a module in a build tree).
+// Where a model's name is looked up beside the module: PREFIX/share/tarnn/models for
+// PREFIX/lib/python3.X/{site,dist}-packages/tarnn*.so, where pip and cmake --install put them;
+// for a module anywhere else (a build tree: PYTHONPATH=build/python), the models of the source
+// tree it was built from, so the README's route finds "mnist" as an installed module does.
 std::vector<std::string> installed_model_roots() {
   const std::string file = py::str(py::module_::import("tarnn").attr("__file__"));
   std::string dir = file.substr(0, file.rfind('/'));
   const std::string site = dir.substr(dir.rfind('/') + 1);
   if (site != "site-packages" && site != "dist-packages")
-    return {};
+    return {TARNN_SOURCE_MODELS_DIR};
   for (int up = 0; up < 3; ++up)
     dir = dir.substr(0, dir.rfind('/'));
   return {dir + "/share/tarnn/models"};
