@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# What a first user tripped on (issue 37), each as a check: --model given a file, complete's
+# outputs, --keep-rows' default in the help, what an .npy error says, "1 thread", the progress bar
+# on a terminal and its last line beside the summary, and --temperature's refusals and record.
+# The small model only, and Python without numpy (a pseudo-terminal from its pty module).
+# usage: frictions_test.sh TARNN SOURCE_DIR
+TARNN=$1
+SRC=$2
+source "$(dirname "$0")/cli_lib.sh"
+IDX=$SMALL/inputs-idx-ubyte
+NO=$work/no-such-model
+
+# --- --model names the folder, not a file in it: the error says to pass the folder
+expect_error "a file, not a model folder: pass the folder that holds config.json and model.safetensors ($SMALL)" \
+  "$TARNN" info --model "$SMALL/model.safetensors"
+
+# --- complete writes what it is asked for: -o, --out-dir, --json or --json-file, any of them
+expect_ok "$TARNN" complete --model "$SMALL" --images "$IDX" --index 0 --samples 2 --out-dir "$work/cd" --quiet
+expect_eq "$(ls "$work/cd" | wc -l)" 2 "complete --out-dir without -o: its files"
+expect_ok "$TARNN" complete --model "$SMALL" --images "$IDX" --index 0-1 --json --quiet
+$PY -c "import json, sys; j = json.load(open('$work/out')); sys.exit(not (j['index'] == [0, 1] and j['outputs']['grid'] == ''))" &&
+  ok || bad "complete --json without -o: $(head -c 300 "$work/out")"
+expect_usage "name an output: -o GRID.png, --out-dir FOLDER, --json or --json-file FILE" \
+  "$TARNN" complete --model "$NO" --images "$IDX"
+
+# --- --keep-rows' help: no "=0" beside a default that is the top half; 0 said to keep nothing
+"$TARNN" complete --help >"$work/h"
+grep -qE -- "--keep(-rows)? INT=" "$work/h" && bad "--keep-rows/--keep show a default of 0: $(grep -A1 -- --keep "$work/h")" || ok
+tr -s ' \n' ' ' <"$work/h" | grep -qF "without --keep-rows, --keep or --mask: the top half" && ok ||
+  bad "--keep-rows' help: $(grep -A2 -- --keep-rows "$work/h")"
+tr -s ' \n' ' ' <"$work/h" | grep -qF "0 keeps none (plain sampling)" && ok || bad "--keep-rows 0 in the help"
+
+# --- an .npy the engine cannot read says what it holds and what is wanted (as Python's errors)
+$PY - "$work" <<'PY'
+import struct, sys, zipfile
+def npy(path, descr, shape, data):
+    d = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    d += " " * ((64 - (10 + len(d) + 1) % 64) % 64) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d.encode() + data)
+w = sys.argv[1]
+npy(f"{w}/nchw.npy", "|u1", "(3, 2, 5, 4)", bytes(120))  # the small model's images, channels first
+npy(f"{w}/f32.npy", "<f4", "(3, 5, 4, 2)", bytes(480))
+with zipfile.ZipFile(f"{w}/z.npz", "w") as z:
+    z.writestr("arr_0.npy", open(f"{w}/nchw.npy", "rb").read())
+PY
+expect_error "holds (3, 2, 5, 4): channels first (NCHW, PyTorch's layout); the model wants NHWC (n, 5, 4, 2): save numpy.transpose(x, (0, 2, 3, 1))" \
+  "$TARNN" score --model "$SMALL" --images "$work/nchw.npy"
+expect_error "holds float32 ('<f4'), not uint8 image bytes: for floats in [0, 1], save (x * 255).round().astype(numpy.uint8)" \
+  "$TARNN" score --model "$SMALL" --images "$work/f32.npy"
+expect_error "z.npz: a .npz (a zip of arrays, numpy.savez) is not read: save one array with numpy.save as .npy" \
+  "$TARNN" score --model "$SMALL" --images "$work/z.npz"
+
+# --- "1 thread", not "1 threads", wherever the count is written
+expect_ok "$TARNN" sample --model "$SMALL" -n 2 --threads 1 --out-dir "$work/t1" --json --quiet
+$PY -c "import json, sys; d = json.load(open('$work/out'))['device_name']; sys.exit(not (', 1 thread,' in d or d.endswith(', 1 thread')))" &&
+  ok || bad "device_name with one thread: $(grep device_name "$work/out")"
+expect_ok "$TARNN" bench --model "$SMALL" --batch 2 --steps 2 --threads 1
+grep -q "1 threads" "$work/out" && bad "bench says 1 threads: $(grep '1 threads' "$work/out")" || ok
+
+finish
