@@ -61,10 +61,6 @@ nlohmann::json numerics_json(const Engine &engine) {
           {"threads", o.threads}};
 }
 
-std::string count_of(int64_t n, const char *one, const char *many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
 namespace {
 
 volatile std::sig_atomic_t caught = 0;

@@ -49,9 +49,6 @@ nlohmann::json json_header(const std::string &command);
 // "device_name": "cpu: ..., 8 threads", "precision": "fp32", "state": "fp32", "threads": 8}.
 nlohmann::json numerics_json(const Engine &engine);
 
-// "1 image", "2 images".
-std::string count_of(int64_t n, const char *one, const char *many);
-
 // --batch --threads --device --precision --state --tf32 --no-prefill: the numerics as the strings
 // given, parsed and checked (check_run_options) into the library's RunOptions by options(), which
 // every command calls before it loads a model: a value refused is a UsageError (exit 2).

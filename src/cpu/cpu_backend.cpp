@@ -47,8 +47,8 @@ public:
       : model_(m), options_(o), weights_(m, o.precision), kernels_{k.reference_gemm} {}
 
   std::string device() const override {
-    return "cpu: " + cpu_model_name() + ", " + std::to_string(options_.threads) + " threads, " +
-           cpu_path_name() +
+    return "cpu: " + cpu_model_name() + ", " + count_of(options_.threads, "thread", "threads") +
+           ", " + cpu_path_name() +
            (options_.precision != Precision::Bf16 ? ""
             : cpu_has_avx512_bf16()               ? ", bf16 GEMMs (AVX512_BF16)"
                                                   : ", bf16 GEMMs (emulated: no AVX512_BF16)");

@@ -50,6 +50,9 @@ def test_info_and_page(small):
     assert (info["height"], info["width"], info["channels"]) == (5, 4, 2)
     assert info["max_samples"] == 64
     assert (info["precision"], info["state"]) == ("fp32", "fp32")  # the engine's numerics
+    # device as every JSON of tarnn's (docs/JSON.md): cpu or cuda; the words in device_name
+    assert info["device"] == "cpu" and info["device_name"].startswith("cpu: "), info
+    assert ", 2 threads" in info["device_name"], info
     for path, want in [("/", "text/html"), ("/app.js", "text/javascript"),
                        ("/style.css", "text/css"), ("/digits.json", "application/json")]:
         status, kind, body = small.get(path)

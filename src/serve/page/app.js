@@ -250,7 +250,7 @@ async function setupExamples() {
 async function main() {
   const info = await (await fetch('/api/info')).json();
   H = info.height; W = info.width; C = info.channels; T = H * W * C;
-  $('model').textContent = `${info.model} · ${H}x${W}x${C} · ${info.device}`;
+  $('model').textContent = `${info.model} · ${H}x${W}x${C} · ${info.device_name}`;
   $('version').textContent = 'tarnn ' + info.version;
   $('draw').width = W;
   $('draw').height = H;
