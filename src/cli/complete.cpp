@@ -64,7 +64,6 @@ int run_complete(const CompleteArgs &a) {
       a.mask.png.empty() ? as_usage([&] { return make_mask(a.mask, c); }) : make_mask(a.mask, c);
   const int64_t n = int64_t(index.size());
   check_completions(n, a.samples);
-  const Progress bar = progress_bar(c.positions(), a.report.quiet, "completions");
   if (!a.out.empty()) { // every output checked before any work
     check_output_file(a.out);
     const PictureSize picture =
@@ -87,10 +86,10 @@ int run_complete(const CompleteArgs &a) {
   ImageSet done{0, c.height, c.width, c.channels, {}}; // for the grid
   if (!a.out.empty())
     done.bytes.reserve(size_t(n * a.samples) * done.bytes_per_image());
-  const auto t0 = std::chrono::steady_clock::now();
+  const ProgressBar bar = progress_bar(c.positions(), a.report.quiet, "completions");
   try {
     run_in_batches(
-        n, images_per_batch, c.positions() * a.samples, bar,
+        n, images_per_batch, c.positions() * a.samples, bar.progress,
         [&](int64_t first, int64_t count, const Progress &p) {
           const std::vector<int64_t> some(index.begin() + first, index.begin() + first + count);
           return complete_images(engine, images, some, known, a.samples, a.seed, p);
@@ -117,12 +116,12 @@ int run_complete(const CompleteArgs &a) {
                    i.signal, written, all);
     return 128 + i.signal;
   }
-  const double secs = seconds_since(t0);
   if (!a.out.empty())
     write_grid_png(a.out,
                    completion_grid(images, index, known, done, a.samples, a.grid.padding,
                                    uint8_t(a.grid.pad_value)),
                    a.grid.scale);
+  const double secs = bar.finish();
   std::string where;
   for (const std::string &o : {a.out, a.out_dir})
     if (!o.empty())

@@ -124,14 +124,13 @@ int run_sample(SampleArgs a) {
   const std::string model = find_model(a.model);
   Engine engine(load_model(model), a.run.options()); // checked by check_flags
   const int positions = engine.config().positions();
-  const Progress bar = progress_bar(positions, a.report.quiet);
   Outputs outputs(a, model, engine);
   const int64_t start = outputs.start, todo = a.n - start;
-  const auto t0 = std::chrono::steady_clock::now();
+  const ProgressBar bar = progress_bar(positions, a.report.quiet); // the run's clock
   int64_t written = 0; // images of this invocation on the disk and in the record
   try {
     run_in_batches(
-        todo, engine.batch_for(a.n), positions, bar,
+        todo, engine.batch_for(a.n), positions, bar.progress,
         [&](int64_t first, int64_t count, const Progress &p) {
           return sample_images(engine, count, a.seed, a.first + start + first, p);
         },
@@ -160,8 +159,8 @@ int run_sample(SampleArgs a) {
                    static_cast<long long>(a.n));
     return 128 + i.signal;
   }
-  const double secs = seconds_since(t0);
   outputs.finish();
+  const double secs = bar.finish();
   std::string where;
   for (const std::string &o : {a.out, a.out_dir, a.npy})
     if (!o.empty())

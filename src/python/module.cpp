@@ -2,6 +2,7 @@
 // include/tarnn, as the command is: arguments checked, the GIL released while the engine runs,
 // Ctrl-C checked between steps, and the library's errors as Python's exceptions.
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -160,20 +161,27 @@ uint64_t seed_of(const py::object &seed) {
   return v;
 }
 
-// Progress for a job of `images` images: a bar (tqdm if importable, else a plain line on stderr)
-// when asked, and in any case Ctrl-C, checked a few times a second with the GIL held.
-Progress progress_for(bool bar, int64_t images, int positions) {
-  py::object tqdm;
+// Progress for a job of `units` (images or completions): a bar when asked, tqdm's if it is
+// installed, else tarnn/progress.h's text on sys.stderr by tqdm's rules (a bar redrawn with \r on
+// a terminal; in a log, a line with count, rate and ETA every TARNN_PROGRESS_SECONDS, 10 by
+// default, and the last one at the end); and in any case Ctrl-C, checked a few times a second
+// with the GIL held.
+Progress progress_for(bool bar, int64_t units, int positions_per_unit, const char *unit) {
+  py::object tqdm = py::none(), err = py::module_::import("sys").attr("stderr");
+  std::shared_ptr<ProgressText> text;
   if (bar) {
     try {
-      tqdm = py::module_::import("tqdm").attr("tqdm")(py::arg("total") = images,
-                                                      py::arg("unit") = "img");
+      tqdm = py::module_::import("tqdm").attr("tqdm")(py::arg("total") = units,
+                                                      py::arg("unit") = unit);
     } catch (const py::error_already_set &) {
-      tqdm = py::none();
+      const bool terminal = py::bool_(err.attr("isatty")());
+      text = std::make_shared<ProgressText>(unit, terminal, terminal ? 0.0 : progress_interval());
     }
   }
+  const auto start = std::chrono::steady_clock::now();
   auto last = std::make_shared<int64_t>(0);
-  return [bar, tqdm, last, positions](int64_t done, int64_t total) {
+  const double per = std::max(positions_per_unit, 1);
+  return [bar, tqdm, err, text, start, last, per](int64_t done, int64_t total) {
     py::gil_scoped_acquire gil;
     if (PyErr_CheckSignals() != 0) {
       PyErr_Clear();
@@ -181,18 +189,23 @@ Progress progress_for(bool bar, int64_t images, int positions) {
     }
     if (!bar)
       return;
-    const int64_t images_done = done / std::max(positions, 1);
-    if (tqdm && !tqdm.is_none()) {
-      tqdm.attr("update")(images_done - *last);
+    if (!tqdm.is_none()) {
+      const int64_t units_done = int64_t(double(done) / per);
+      tqdm.attr("update")(units_done - *last);
+      *last = units_done;
       if (done >= total)
         tqdm.attr("close")();
-    } else {
-      std::fprintf(stderr, "\r%lld/%lld images", static_cast<long long>(images_done),
-                   static_cast<long long>(total / std::max(positions, 1)));
-      if (done >= total)
-        std::fputc('\n', stderr);
+      return;
     }
-    *last = images_done;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string s = done < total
+                              ? text->update(double(done) / per, double(total) / per, seconds)
+                              : text->finish(double(total) / per, seconds);
+    if (!s.empty()) {
+      err.attr("write")(s);
+      err.attr("flush")();
+    }
   };
 }
 
@@ -279,7 +292,7 @@ public:
     const Config &c = engine_.config();
     ImageSet images;
     {
-      Progress p = progress_for(progress, n, c.positions());
+      Progress p = progress_for(progress, n, c.positions(), "images");
       py::gil_scoped_release release;
       images = sample_images(engine_, n, seed, first, p, batch.value_or(0));
     }
@@ -290,7 +303,7 @@ public:
     const ImageSet in = images_of(images, engine_.config(), "images");
     std::vector<double> bpd;
     {
-      Progress p = progress_for(progress, in.count, engine_.config().positions());
+      Progress p = progress_for(progress, in.count, engine_.config().positions(), "images");
       py::gil_scoped_release release;
       bpd = score_images(engine_, in, p);
     }
@@ -308,7 +321,7 @@ public:
       index[size_t(i)] = i;
     ImageSet out;
     {
-      Progress p = progress_for(progress, in.count * samples, c.positions());
+      Progress p = progress_for(progress, in.count * samples, c.positions(), "completions");
       py::gil_scoped_release release;
       out = complete_images(engine_, in, index, mask, samples, seed, p);
     }

@@ -57,4 +57,42 @@ $PY -c "import json, sys; d = json.load(open('$work/out'))['device_name']; sys.e
 expect_ok "$TARNN" bench --model "$SMALL" --batch 2 --steps 2 --threads 1
 grep -q "1 threads" "$work/out" && bad "bench says 1 threads: $(grep '1 threads' "$work/out")" || ok
 
+# --- progress: on a terminal tqdm's bar, whose last line says the summary's seconds and rate as
+# the summary rounds them (one clock); in a file, lines without \r, the last one the same figures
+# (the last lines are written at the end, whatever the timing)
+$PY - "$TARNN" "$SMALL" "$work" >"$work/pty" 2>&1 <<'PY'
+import os, pty, re, subprocess, sys
+tarnn, small, work = sys.argv[1:]
+cmd = [tarnn, "sample", "--model", small, "-n", "3", "--out-dir", f"{work}/bar"]
+main, sub = pty.openpty()  # stderr a terminal, stdout a pipe
+run = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=sub, text=True)
+os.close(sub)
+err = b""
+while True:
+    try:
+        chunk = os.read(main, 4096)
+    except OSError:  # the terminal's other end is closed: all read
+        break
+    if not chunk:
+        break
+    err += chunk
+err = err.decode()
+last = err.replace("\r\n", "\n").split("\r")[-1].strip()
+bar = re.fullmatch(r"100%\|█{10}\| 3/3 \[([0-9.]+) s, ([0-9.]+) images/s\]", last)
+summary = re.match(r"3 images in ([0-9.]+) s \(([0-9.]+) images/s\)", run.stdout)
+problems = []
+if run.returncode or not bar or not summary:
+    problems.append(f"the bar's last line {last!r}, the summary {run.stdout!r}")
+elif bar.groups() != summary.groups():
+    problems.append(f"the bar says {bar.groups()}, the summary {summary.groups()}")
+run = subprocess.run(cmd[:-1] + [f"{work}/log"], capture_output=True, text=True)
+lines = run.stderr.splitlines() or [""]
+line = re.fullmatch(r"3/3 images  ([0-9.]+) images/s  in ([0-9.]+) s", lines[-1])
+summary = re.match(r"3 images in ([0-9.]+) s \(([0-9.]+) images/s\)", run.stdout)
+if "\r" in run.stderr or not line or not summary or line.groups()[::-1] != summary.groups():
+    problems.append(f"in a file: {run.stderr!r}, the summary {run.stdout!r}")
+sys.exit("; ".join(problems) or None)
+PY
+[ $? -eq 0 ] && ok || bad "progress: $(cat "$work/pty")"
+
 finish
