@@ -60,10 +60,50 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_config import MNIST_CONFIG  # noqa: E402  (plain data: the flags, without torch)
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("checkpoint")
+    ap.add_argument("--out", required=True, help="model folder to write")
+    ap.add_argument("--config", help="mnist, or a config.json, for checkpoints without one")
+    for key, val in MNIST_CONFIG.items():
+        if key != "attention":
+            ap.add_argument("--" + key.replace("_", "-"), type=type(val), default=None,
+                            help=f"override {key} of --config")
+    ap.add_argument("--attention", metavar="linear|softmax",
+                    help="the model's attention, for a checkpoint whose config does not say "
+                         "(default: linear, said on stderr)")
+    ap.add_argument("--feature-map", metavar="KIND|JSON",
+                    help="linear attention's feature map, for a checkpoint whose config does not "
+                         "say: a kind (elu+1, relu, random_fourier, smoothed_random_fourier, "
+                         "favor, generalized_random) or config.json's object with parameters, "
+                         "'{\"kind\": \"favor\", \"n_dims\": 64}' (default: elu+1, said on "
+                         "stderr)")
+    ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
+    ap.add_argument("--ema", action="store_true",
+                    help="export train.py's averaged weights (its --ema) instead of the last ones")
+    ap.add_argument("--trust-pickle", action="store_true",
+                    help="load a checkpoint that is a full pickle (the paper's, or train.py's "
+                         "before 2026-11-22): it can run code, so only a file you trust")
+    ap.add_argument("--data", help="IDX, .npy or PNG images of the model's size for --verify")
+    ap.add_argument("--verify", type=int, metavar="N",
+                    help="score N images with the engine and PyTorch and refuse the export if "
+                         "any differs by more than 1e-4 bits/dim (default: 16 with --data, else "
+                         "0; without --data, synthetic images)")
+    ap.add_argument("--tarnn", help="the engine for --verify (default: build/tarnn beside this "
+                                    "checkout, else tarnn on PATH)")
+    return ap.parse_args()
+
+
+# The arguments before numpy and torch: --help and a usage error need neither (any Python).
+ARGS = parse_args() if __name__ == "__main__" else None
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
 import tarnn_model as tm  # noqa: E402
 from mnist_data import IdxError, read_idx, write_idx  # noqa: E402
 
@@ -368,38 +408,7 @@ def install(staged, out):
     shutil.rmtree(staged)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("checkpoint")
-    ap.add_argument("--out", required=True, help="model folder to write")
-    ap.add_argument("--config", help="mnist, or a config.json, for checkpoints without one")
-    for key, val in tm.MNIST_CONFIG.items():
-        if key != "attention":
-            ap.add_argument("--" + key.replace("_", "-"), type=type(val), default=None,
-                            help=f"override {key} of --config")
-    ap.add_argument("--attention", metavar="linear|softmax",
-                    help="the model's attention, for a checkpoint whose config does not say "
-                         "(default: linear, said on stderr)")
-    ap.add_argument("--feature-map", metavar="KIND|JSON",
-                    help="linear attention's feature map, for a checkpoint whose config does not "
-                         "say: a kind (elu+1, relu, random_fourier, smoothed_random_fourier, "
-                         "favor, generalized_random) or config.json's object with parameters, "
-                         "'{\"kind\": \"favor\", \"n_dims\": 64}' (default: elu+1, said on "
-                         "stderr)")
-    ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
-    ap.add_argument("--ema", action="store_true",
-                    help="export train.py's averaged weights (its --ema) instead of the last ones")
-    ap.add_argument("--trust-pickle", action="store_true",
-                    help="load a checkpoint that is a full pickle (the paper's, or train.py's "
-                         "before 2026-11-22): it can run code, so only a file you trust")
-    ap.add_argument("--data", help="IDX, .npy or PNG images of the model's size for --verify")
-    ap.add_argument("--verify", type=int, metavar="N",
-                    help="score N images with the engine and PyTorch and refuse the export if "
-                         "any differs by more than 1e-4 bits/dim (default: 16 with --data, else "
-                         "0; without --data, synthetic images)")
-    ap.add_argument("--tarnn", help="the engine for --verify (default: build/tarnn beside this "
-                                    "checkout, else tarnn on PATH)")
-    args = ap.parse_args()
+def main(args):
     n_verify = args.verify if args.verify is not None else (16 if args.data else 0)
     if n_verify < 0:
         fail(f"--verify {n_verify}: a number of images, 0 or more")
@@ -492,4 +501,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

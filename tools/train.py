@@ -22,60 +22,8 @@ import signal
 import sys
 import time
 
-import numpy as np
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tarnn_model as tm  # noqa: E402
-from mnist_data import IdxError, read_idx  # noqa: E402
-
-
-def load_images(path, cfg):
-    try:
-        a = read_idx(path)
-    except IdxError as e:
-        sys.exit(f"train: {e}")
-    t = cfg["height"] * cfg["width"] * cfg["channels"]
-    if a.ndim < 2 or int(np.prod(a.shape[1:])) != t:
-        sys.exit(f"train: {path}: images of shape {a.shape[1:]}, the model wants "
-                 f"{cfg['height']}x{cfg['width']}x{cfg['channels']}")
-    return torch.from_numpy(a.reshape(a.shape[0], t).astype(np.int64))
-
-
-def autocast(device, enabled):
-    if not enabled:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-
-
-@torch.no_grad()
-def evaluate(model, images, device, batch, use_bf16):
-    model.eval()
-    total = []
-    for i in range(0, len(images), batch):
-        with autocast(device, use_bf16):
-            total.append(tm.bits_per_dim(model, images[i:i + batch].to(device)).float().cpu())
-    model.train()
-    return torch.cat(total).mean().item()
-
-
-def learning_rate(args, step, ease=None, elapsed=0.0):
-    """Linear warm-up, constant, then an optional cosine decay: a function of the step, so a
-    resumed run continues the same schedule. ease = (first_step, last_lr): a resumed run whose
-    rate differs from the one its checkpoint last used moves there linearly over --warmup steps
-    (a sudden 3x, 1e-4 to 3e-4 at step 2443, sent the train loss from 1.49 to 1.86 here)."""
-    lr = args.lr * min(1.0, (step + 1) / args.warmup)
-    if args.decay_steps > 0 and step >= args.decay_start:
-        f = min(1.0, (step - args.decay_start) / args.decay_steps)
-        lr = args.lr_final + (lr - args.lr_final) * 0.5 * (1.0 + math.cos(math.pi * f))
-    if args.time_decay > 0 and args.minutes and elapsed > 1.0 - args.time_decay:
-        # a time-boxed run (a GPU lease) cannot know its step count ahead: decay over its clock
-        f = min(1.0, (elapsed - (1.0 - args.time_decay)) / args.time_decay)
-        lr = args.lr_final + (lr - args.lr_final) * 0.5 * (1.0 + math.cos(math.pi * f))
-    if ease:
-        first, last = ease
-        lr = last + (lr - last) * min(1.0, (step - first + 1) / args.warmup)
-    return lr
+from model_config import MNIST_CONFIG  # noqa: E402  (plain data: the flags, without torch)
 
 
 def parse_args():
@@ -83,7 +31,7 @@ def parse_args():
     ap.add_argument("--train", help="training images (IDX)")
     ap.add_argument("--heldout", help="held-out images (IDX)")
     ap.add_argument("--ckpt", required=True, help="checkpoint file (resumed when it exists)")
-    for key, val in tm.MNIST_CONFIG.items():
+    for key, val in MNIST_CONFIG.items():
         ap.add_argument("--" + key.replace("_", "-"), type=type(val), default=val,
                         help=f"model {key} (default {val}; ignored when resuming)")
     ap.add_argument("--batch", type=int, default=16)
@@ -139,8 +87,65 @@ def parse_args():
     return ap.parse_args()
 
 
-def main():
-    args = parse_args()
+# The arguments before numpy and torch: --help and a usage error need neither (any Python).
+ARGS = parse_args() if __name__ == "__main__" else None
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import tarnn_model as tm  # noqa: E402
+from mnist_data import IdxError, read_idx  # noqa: E402
+
+
+def load_images(path, cfg):
+    try:
+        a = read_idx(path)
+    except IdxError as e:
+        sys.exit(f"train: {e}")
+    t = cfg["height"] * cfg["width"] * cfg["channels"]
+    if a.ndim < 2 or int(np.prod(a.shape[1:])) != t:
+        sys.exit(f"train: {path}: images of shape {a.shape[1:]}, the model wants "
+                 f"{cfg['height']}x{cfg['width']}x{cfg['channels']}")
+    return torch.from_numpy(a.reshape(a.shape[0], t).astype(np.int64))
+
+
+def autocast(device, enabled):
+    if not enabled:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+@torch.no_grad()
+def evaluate(model, images, device, batch, use_bf16):
+    model.eval()
+    total = []
+    for i in range(0, len(images), batch):
+        with autocast(device, use_bf16):
+            total.append(tm.bits_per_dim(model, images[i:i + batch].to(device)).float().cpu())
+    model.train()
+    return torch.cat(total).mean().item()
+
+
+def learning_rate(args, step, ease=None, elapsed=0.0):
+    """Linear warm-up, constant, then an optional cosine decay: a function of the step, so a
+    resumed run continues the same schedule. ease = (first_step, last_lr): a resumed run whose
+    rate differs from the one its checkpoint last used moves there linearly over --warmup steps
+    (a sudden 3x, 1e-4 to 3e-4 at step 2443, sent the train loss from 1.49 to 1.86 here)."""
+    lr = args.lr * min(1.0, (step + 1) / args.warmup)
+    if args.decay_steps > 0 and step >= args.decay_start:
+        f = min(1.0, (step - args.decay_start) / args.decay_steps)
+        lr = args.lr_final + (lr - args.lr_final) * 0.5 * (1.0 + math.cos(math.pi * f))
+    if args.time_decay > 0 and args.minutes and elapsed > 1.0 - args.time_decay:
+        # a time-boxed run (a GPU lease) cannot know its step count ahead: decay over its clock
+        f = min(1.0, (elapsed - (1.0 - args.time_decay)) / args.time_decay)
+        lr = args.lr_final + (lr - args.lr_final) * 0.5 * (1.0 + math.cos(math.pi * f))
+    if ease:
+        first, last = ease
+        lr = last + (lr - last) * min(1.0, (step - first + 1) / args.warmup)
+    return lr
+
+
+def main(args):
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -329,4 +334,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)
