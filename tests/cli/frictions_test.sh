@@ -57,6 +57,24 @@ $PY -c "import json, sys; d = json.load(open('$work/out'))['device_name']; sys.e
 expect_ok "$TARNN" bench --model "$SMALL" --batch 2 --steps 2 --threads 1
 grep -q "1 threads" "$work/out" && bad "bench says 1 threads: $(grep '1 threads' "$work/out")" || ok
 
+# --- the shipped model's card, in the layout of model hubs: a YAML header with the licence, the
+# data set and the metric, then what it is for, what it cannot do and whose data it learnt from
+$PY - "$SRC/models/mnist/MODEL_CARD.md" <<'PY' && ok || bad "models/mnist/MODEL_CARD.md"
+import re, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+head = re.match(r"---\n(.*?)\n---\n", text, re.S)
+assert head, "no YAML header"
+fields = dict(re.findall(r"^(\w+):[ ]*(.*)$", head.group(1), re.M))
+assert fields.get("license") == "mit", fields
+for key, item in (("datasets", "mnist"), ("metrics", "bits_per_dim")):
+    assert re.search(rf"^{key}:\n(- .*\n)*- {item}$", head.group(1) + "\n", re.M) or \
+        re.search(rf"^{key}:\n(- .*\n)*- {item}\n", head.group(1) + "\n", re.M), key
+for section in ("## Model details", "## Intended use", "## Limitations", "## Licence", "## Data",
+                "## Training", "## Figures"):
+    assert "\n" + section + "\n" in text, section
+assert "CC BY-SA 3.0" in text and "MIT" in text
+PY
+
 # --- progress: on a terminal tqdm's bar, whose last line says the summary's seconds and rate as
 # the summary rounds them (one clock); in a file, lines without \r, the last one the same figures
 # (the last lines are written at the end, whatever the timing)
