@@ -24,7 +24,11 @@ rule), and --attention or --feature-map that contradict it are an error. A check
 stores no tensor. Give
   --attention linear|softmax     (fast-transformers' names causal-linear and full are taken too)
   --feature-map KIND             elu+1, relu, random_fourier, smoothed_random_fourier, favor,
-                                 generalized_random, with the library's default parameters
+                                 generalized_random: n_dims from the stored omega's shape (which
+                                 fixes it but for smoothed_random_fourier's n_dims 2c+1 or 2c+2,
+                                 refused naming both; random_fourier's and favor's 2c and 2c + 1
+                                 give the same attention, 2c is taken), the other parameters the
+                                 library's defaults
   --feature-map JSON             the same object as config.json's feature_map, with parameters:
                                  '{"kind": "favor", "n_dims": 64, "softmax_temp": 0.17}'
 else the paper's defaults are assumed (linear attention, elu+1), and a line on stderr says so.
@@ -181,12 +185,42 @@ def feature_map_flag(text):
     return {"kind": text}
 
 
-def resolve_attention(cfg, recorded, args):
+def infer_n_dims(fm, state, d_head):
+    """A random-feature map given by --feature-map without n_dims: n_dims from the stored omega's
+    shape [d_head, columns], which the checkpoint determines up to one case. Where two n_dims draw
+    that shape: the library's default (d_head) if it is one of them; for random_fourier and favor,
+    the even one, twice the columns (the two give phi up to a constant factor, which the
+    attention's normaliser cancels but for its 1e-6); smoothed_random_fourier's two differ, and are refused,
+    named both. Without an omega, fm as it is (check_omega says what is missing)."""
+    kind = fm.get("kind")
+    if not isinstance(kind, str) or "n_dims" in fm or "n_dims" not in tm.FEATURE_MAPS.get(
+            kind, ("", ()))[1]:
+        return fm
+    omega = state.get("transformer.layers.0.attention.inner_attention.feature_map.omega")
+    if omega is None or omega.dim() != 2 or omega.shape[1] < 1:
+        return fm
+    cols = int(omega.shape[1])
+    fits = [n for n in range(max(cols, 2), 2 * cols + 3)
+            if tm.omega_columns({"kind": kind, "n_dims": n}) == cols]
+    if len(fits) == 1 or d_head in fits:
+        return dict(fm, n_dims=fits[0] if len(fits) == 1 else d_head)
+    if kind in ("random_fourier", "favor"):
+        return dict(fm, n_dims=2 * cols)
+    fail(f"--feature-map {kind}: omega {list(omega.shape)} fits n_dims "
+         f"{' and '.join(map(str, fits))}, and the checkpoint does not say which (they weigh the "
+         f"cos and sin features against the smoothing one differently): give --feature-map "
+         f"'{json.dumps(dict(fm, n_dims=fits[0]))}' or {fits[1]}")
+
+
+def resolve_attention(cfg, recorded, args, state):
     """The attention and feature map the export writes: the config's where it records them (flags
-    must agree), else the flags, else the paper's (linear, elu+1), said on stderr. Returns the
-    config and a note for the file's metadata when something was assumed."""
+    must agree), else the flags (a random-feature map's n_dims from its omega: infer_n_dims), else
+    the paper's (linear, elu+1), said on stderr. Returns the config and a note for the file's
+    metadata when something was assumed."""
     where = args.config or args.checkpoint
     flag_fm = feature_map_flag(args.feature_map) if args.feature_map is not None else None
+    if isinstance(flag_fm, dict) and not recorded and "feature_map" not in cfg:
+        flag_fm = infer_n_dims(flag_fm, state, cfg.get("d_head"))
     flag_att = attention_of(args.attention, "--attention") if args.attention is not None else None
     if flag_att == "softmax" and flag_fm is not None:
         fail("--feature-map with --attention softmax: a softmax model has no feature map")
@@ -247,9 +281,11 @@ def check_omega(state, cfg, assumed):
     if not cols and found:
         what = (f"{cfg['attention']} attention" if not fm else f"the {fm['kind']} feature map"
                 + (", assumed" if assumed else ""))
+        kinds = [k for k, (_, params) in tm.FEATURE_MAPS.items() if "n_dims" in params]
         fail(f"the checkpoint holds {found[0]} {list(state[found[0]].shape)}, a random-feature "
-             f"map's omega, but the model has {what}, which draws none: give the --feature-map "
-             f"it was trained with")
+             f"map's omega, but the model has {what}, which draws none: give --feature-map KIND, "
+             f"the kind it was trained with ({', '.join(kinds[:-1])} or {kinds[-1]}): the "
+             f"checkpoint does not say it; n_dims it does, in omega's shape")
     if not cols:
         return
     names = [f"transformer.layers.{i}.attention.inner_attention.feature_map.omega"
@@ -439,7 +475,7 @@ def main(args):
     for key in tm.MNIST_CONFIG:
         if key != "attention" and getattr(args, key) is not None:
             cfg[key] = getattr(args, key)
-    cfg, assumed = resolve_attention(cfg, "attention" in cfg, args)
+    cfg, assumed = resolve_attention(cfg, "attention" in cfg, args, state)
     try:
         tm.check_config(cfg)
     except ValueError as e:
