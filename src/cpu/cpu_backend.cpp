@@ -171,6 +171,7 @@ private:
     mine.log_prob = job.log_prob ? job.log_prob + first : nullptr;
     mine.seeds = job.seeds ? job.seeds + first : nullptr;
     mine.images = job.images ? job.images + first : nullptr;
+    mine.temperatures = job.temperatures ? job.temperatures + first : nullptr;
     if (job.grown)
       mine.grown = [&job, first](int64_t image, int64_t n, int t) {
         job.grown(first + image, n, t);
