@@ -18,7 +18,8 @@ struct CompleteArgs {
   int64_t keep_rows = 0, keep = 0; // copied into mask when given
   int samples = kDefaultSamples;
   uint64_t seed = kDefaultSeed;
-  GridLayout grid; // -o: --padding, --pad-value, --scale
+  double temperature = 1.0; // as given (docs/SPEC.md section 2)
+  GridLayout grid;          // -o: --padding, --pad-value, --scale
   std::string out, out_dir;
   Report report;
 };
@@ -92,7 +93,8 @@ int run_complete(const CompleteArgs &a) {
         n, images_per_batch, c.positions() * a.samples, bar.progress,
         [&](int64_t first, int64_t count, const Progress &p) {
           const std::vector<int64_t> some(index.begin() + first, index.begin() + first + count);
-          return complete_images(engine, images, some, known, a.samples, a.seed, p);
+          return complete_images(engine, images, some, known, a.samples, a.seed, p,
+                                 float(a.temperature));
         },
         [&](const ImageSet &batch) {
           if (each)
@@ -138,6 +140,7 @@ int run_complete(const CompleteArgs &a) {
        {"index", index},
        {"samples", a.samples},
        {"seed", a.seed},
+       {"temperature", a.temperature},
        {"known_bytes", std::count_if(known.begin(), known.end(), [](uint8_t k) { return k != 0; })},
        {"bytes_per_image", c.bytes_per_image()},
        {"seconds", secs},
@@ -177,6 +180,7 @@ Command add_complete(CLI::App &app) {
   keep->excludes(mask);
   add_number<int>(cmd, "--samples", a->samples, "completions per image", 1, kMaxSamples);
   add_number<uint64_t>(cmd, "--seed", a->seed, "seed (see the RNG rule below)", 0, UINT64_MAX);
+  add_temperature_option(cmd, a->temperature);
   cmd->add_option("-o,--output", a->out,
                   "PNG grid: occluded | completions || original, a row per image");
   cmd->add_option("--out-dir", a->out_dir,

@@ -122,6 +122,29 @@ void add_run_options(CLI::App *cmd, RunArgs &a) {
       "for comparisons)");
 }
 
+void add_temperature_option(CLI::App *cmd, double &t) {
+  auto parse = [&t](const std::string &s) {
+    char *end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    const bool decimal = !s.empty() && s.find_first_not_of("0123456789.eE+-") == std::string::npos;
+    try {
+      if (!decimal || end != s.c_str() + s.size())
+        throw Error("--temperature must be a finite number above 0 (got '" + s.substr(0, 40) +
+                    "')");
+      sampling_temperature(v);
+    } catch (const Error &e) {
+      throw CLI::ValidationError(e.what());
+    }
+    t = v;
+  };
+  cmd->add_option_function<std::string>(
+         "--temperature", parse,
+         "the sampler's temperature: the mixture's logits divided by T, its scales multiplied "
+         "(docs/SPEC.md section 2); 1 is the model's own distribution, below 1 sharper")
+      ->default_str("1")
+      ->type_name("FLOAT");
+}
+
 void add_grid_options(CLI::App *cmd, GridLayout &g, bool nrow) {
   if (nrow)
     add_number<int>(cmd, "--nrow,--cols", g.nrow, "grid: images per row (0: a square-ish grid)", 0,

@@ -68,6 +68,11 @@ template <class T>
 CLI::Option *add_number(CLI::App *cmd, const std::string &name, T &var, const std::string &help,
                         T lo, T hi);
 
+// --temperature T, the sampler's (docs/SPEC.md section 2; default 1, the model's distribution):
+// a decimal number, finite and above 0 as a float (sampling_temperature), else a usage error.
+// `t` keeps the number as given (the JSON records it); run with float(t).
+void add_temperature_option(CLI::App *cmd, double &t);
+
 // The look of -o's grid (GridLayout, include/tarnn/outputs.h): --padding, --pad-value, --scale
 // and, where a grid's rows are the user's to choose (sample), --nrow (alias --cols).
 void add_grid_options(CLI::App *cmd, GridLayout &grid, bool nrow);

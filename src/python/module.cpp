@@ -28,9 +28,10 @@ std::string python_names(const std::string &message) {
   static const std::map<std::string, std::string> quoted = {
       {"--device", "device"}, {"--precision", "precision"}, {"--state", "state"}};
   static const std::map<std::string, std::string> plain = {
-      {"--batch", "batch"}, {"--threads", "threads"}, {"--samples", "samples"},
-      {"--seed", "seed"},   {"--first", "first"},     {"-n", "n"},
-      {"--model", "path"}};
+      {"--batch", "batch"},     {"--threads", "threads"},
+      {"--samples", "samples"}, {"--seed", "seed"},
+      {"--first", "first"},     {"-n", "n"},
+      {"--model", "path"},      {"--temperature", "temperature"}};
   std::string out;
   size_t i = 0;
   while (i < message.size()) {
@@ -284,8 +285,9 @@ public:
   std::string device() const { return engine_.device(); }
 
   py::array_t<uint8_t> sample(int64_t n, const py::object &seed_arg, int64_t first,
-                              std::optional<int64_t> batch, bool progress) {
+                              std::optional<int64_t> batch, bool progress, double temperature) {
     const uint64_t seed = seed_of(seed_arg);
+    const float T = sampling_temperature(temperature);
     if (n < 1 || n > kMaxSampleImages)
       bad("n must be in [1, " + std::to_string(kMaxSampleImages) + "] (got " + std::to_string(n) +
           ")");
@@ -294,7 +296,7 @@ public:
     {
       Progress p = progress_for(progress, n, c.positions(), "images");
       py::gil_scoped_release release;
-      images = sample_images(engine_, n, seed, first, p, batch.value_or(0));
+      images = sample_images(engine_, n, seed, first, p, batch.value_or(0), T);
     }
     return to_array(images, {n, c.height, c.width, c.channels});
   }
@@ -311,8 +313,9 @@ public:
   }
 
   py::array_t<uint8_t> complete(py::object images, py::object known, int samples,
-                                const py::object &seed_arg, bool progress) {
+                                const py::object &seed_arg, bool progress, double temperature) {
     const uint64_t seed = seed_of(seed_arg);
+    const float T = sampling_temperature(temperature);
     const Config &c = engine_.config();
     const ImageSet in = images_of(images, c, "images");
     const std::vector<uint8_t> mask = mask_of(known, c, in.count);
@@ -323,7 +326,7 @@ public:
     {
       Progress p = progress_for(progress, in.count * samples, c.positions(), "completions");
       py::gil_scoped_release release;
-      out = complete_images(engine_, in, index, mask, samples, seed, p);
+      out = complete_images(engine_, in, index, mask, samples, seed, p, T);
     }
     return to_array(out, {in.count, samples, c.height, c.width, c.channels});
   }
@@ -422,10 +425,15 @@ PYBIND11_MODULE(tarnn, m) {
       .def_property_readonly("device", &PyModel::device, "The device it runs on, in words.")
       .def("sample", &PyModel::sample, py::arg("n"), py::arg("seed") = kDefaultSeed,
            py::arg("first") = 0, py::arg("batch") = py::none(), py::arg("progress") = false,
-           "sample(n, seed=0, first=0, batch=None, progress=False) -> uint8 array (n, H, W, C)\n\n"
+           py::arg("temperature") = 1.0,
+           "sample(n, seed=0, first=0, batch=None, progress=False, temperature=1.0) -> uint8 "
+           "array (n, H, W, C)\n\n"
            "Images first .. first + n - 1 of a run with `seed`: image i is the same, byte for "
            "byte, as `tarnn sample --seed SEED` writes for i, whatever the batch or threads.\n"
            "batch: images in memory at once for this call (None: the model's).\n"
+           "temperature: the sampler's, as `--temperature` (docs/SPEC.md section 2): the "
+           "mixture's logits divided by it, its scales multiplied; 1 is the model's "
+           "distribution, below 1 sharper. A finite number above 0.\n"
            "progress: show a bar (tqdm if installed). Ctrl-C stops the run between steps and "
            "raises KeyboardInterrupt; the model stays usable.")
       .def("score", &PyModel::score, py::arg("images"), py::arg("progress") = false,
@@ -435,14 +443,14 @@ PYBIND11_MODULE(tarnn, m) {
            "or __dlpack__ (a torch tensor on the CPU); NCHW is refused.")
       .def("complete", &PyModel::complete, py::arg("images"), py::arg("known"),
            py::arg("samples") = kDefaultSamples, py::arg("seed") = kDefaultSeed,
-           py::arg("progress") = false,
-           "complete(images, known, samples=4, seed=0, progress=False) -> uint8 (n, samples, H, "
-           "W, C)\n\n"
+           py::arg("progress") = false, py::arg("temperature") = 1.0,
+           "complete(images, known, samples=4, seed=0, progress=False, temperature=1.0) -> uint8 "
+           "(n, samples, H, W, C)\n\n"
            "Completes each image `samples` times: bytes where `known` is true are kept (fed to "
            "the model), the others sampled. images: as score's. known: a boolean array of shape "
            "(H, W) (every channel of a pixel) or (H, W, C), or one per image (n, H, W[, C]). "
            "Completion k of image i uses the random numbers of image i * samples + k, as `tarnn "
-           "complete`.");
+           "complete`; the unknown bytes are drawn at `temperature`, as sample's.");
 
   m.def(
       "read_images",

@@ -220,16 +220,22 @@ function seedOf(input) {
   return /^[0-9]{1,15}$/.test(v) ? Number(v) : 0;
 }
 
+// The sampler's temperature as typed: the server refuses anything but a number above 0, saying so.
+function temperatureOf(input) {
+  return Number(input.value);
+}
+
 function setupRuns() {
   $('complete').addEventListener('click', () => {
     const samples = +$('samples').value;
-    run('/api/complete', { image: b64encode(image), mask: b64encode(mask), samples, seed: seedOf($('seed')) },
+    run('/api/complete', { image: b64encode(image), mask: b64encode(mask), samples, seed: seedOf($('seed')),
+                           temperature: temperatureOf($('temperature')) },
         samples, $('completions'), $('complete-stats'), $('complete'), page.completions);
   });
   $('sample').addEventListener('click', () => {
     const n = +$('sample-n').value;
-    run('/api/sample', { n, seed: seedOf($('sample-seed')) }, n, $('sample-grid'), $('sample-stats'),
-        $('sample'), page.samples);
+    run('/api/sample', { n, seed: seedOf($('sample-seed')), temperature: temperatureOf($('sample-temperature')) },
+        n, $('sample-grid'), $('sample-stats'), $('sample'), page.samples);
   });
 }
 
