@@ -1,19 +1,21 @@
 #!/usr/bin/python3
-"""A softmax model through the engine against the PyTorch reference (tools/tarnn_model.py, its
-parallel causal softmax in float64), on the small golden model (tests/golden/small-softmax):
+"""The engine against the PyTorch reference (tools/tarnn_model.py in float64) where it draws:
+a softmax model (tests/golden/small-softmax), and the sampler's temperature (docs/SPEC.md section
+2) on the linear golden (tests/golden/small).
 
-  score   each image's teacher-forced bits/dim, with the prefill (all L positions as rows of one
-          forward) and step by step (--no-prefill), within 2e-6 of the reference's, relatively
-          (the engine evaluates each position's log-likelihood in fp32: PyTorch's own float32
-          is 1.4e-6 from its float64 on these images, 1.4e-5 bits/dim of 9.6): the golden's
-          three images and 16 more (random bytes, a constant, sparse strokes);
-  sample  a full rollout of 16 images: each sampled byte p_{t+1} is the one SPEC section 3's
-          sampler (Philox4x32-10 of (seed, image, t, 0), written out here) draws from the
-          reference's mixture at t, fed the engine's own p_0..p_t; a byte may differ only where
-          the reference's draw lies within 1e-3 of a bin edge or of a component boundary (the
-          engine's fp32 and the reference's float64 round apart there).
+  score   the softmax model's teacher-forced bits/dim, with the prefill (all L positions as rows
+          of one forward) and step by step (--no-prefill), within 2e-6 of the reference's,
+          relatively (the engine evaluates each position's log-likelihood in fp32: PyTorch's own
+          float32 is 1.4e-6 from its float64 on these images, 1.4e-5 bits/dim of 9.6): the
+          golden's three images and 16 more (random bytes, a constant, sparse strokes);
+  sample  full rollouts of 16 images, of the softmax model at T = 1 and of the linear one at T = 1
+          and T = 0.7: each sampled byte p_{t+1} is the one SPEC section 3's sampler
+          (Philox4x32-10 of (seed, image, t, 0), written out here, with section 2's temperature)
+          draws from the reference's mixture at t, fed the engine's own p_0..p_t; a byte may
+          differ only where the reference's draw lies within 1e-3 of a bin edge or of a
+          component boundary (the engine's fp32 and the reference's float64 round apart there).
 
-    test_softmax_reference.py TARNN SOURCE_DIR
+    test_sampling_reference.py TARNN SOURCE_DIR
 """
 import json
 import math
@@ -38,8 +40,8 @@ assert cfg["attention"] == "softmax", "the golden is not a softmax model"
 failures = []
 
 
-def engine(*args):
-    return subprocess.run([tarnn, *args, "--model", golden, "--quiet", "--threads", "2"],
+def engine(*args, model_dir=golden):
+    return subprocess.run([tarnn, *args, "--model", model_dir, "--quiet", "--threads", "2"],
                           capture_output=True, text=True, check=True).stdout
 
 
@@ -63,16 +65,19 @@ def uniform(w):
     return ((w >> 9) + 0.5) / 2.0**23
 
 
-def draw(o, seed, image, t):
-    """The byte drawn from mixture o [3K] (float64), and how far the draw is from changing it."""
+def draw(o, seed, image, t, temperature=1.0):
+    """The byte drawn from mixture o [3K] (float64) at a temperature (SPEC section 2: the logits
+    divided by it, the scales multiplied), and how far the draw is from changing it."""
+    K = len(o) // 3
     w = philox([t, 0, image & M32, image >> 32], seed & M32, seed >> 32)
-    weights = np.exp(o[:K] - o[:K].max())
+    weights = np.exp((o[:K] - o[:K].max()) / temperature)
     target = uniform(w[0]) * weights.sum()
     cum = np.cumsum(weights)
     k = int(np.argmax(target < cum)) if target < cum[-1] else K - 1
     margin = float(np.abs(cum - target).min() / cum[-1])
     u = np.float32(1e-5) + np.float32(1 - 2e-5) * np.float32(uniform(w[1]))
-    x = o[K + k] + math.exp(max(o[2 * K + k], -7.0)) * (math.log(u) - math.log(1 - u))
+    scale = temperature * math.exp(max(o[2 * K + k], -7.0))
+    x = o[K + k] + scale * (math.log(u) - math.log(1 - u))
     v = (x + 1) * 0.5 * 255 + 0.5
     margin = min(margin, abs(v - round(v)))
     return int(min(max(math.floor(v), 0), 255)), margin
@@ -99,29 +104,48 @@ with tempfile.TemporaryDirectory() as work:
         if rel > 2e-6:
             failures.append(f"score {how}: {rel:.2e} of the bits/dim from the reference")
 
-    # ---- sample: a full rollout's bytes against the reference's mixtures -------------------------
-    seed, n = 41, 16
-    npy = os.path.join(work, "s.npy")
-    engine("sample", "-n", str(n), "--seed", str(seed), "--batch", "5", "--npy", npy)
-    sampled = np.load(npy).reshape(n, T)
-with torch.no_grad():
-    o = model(torch.from_numpy(sampled[:, :-1].astype(np.int64))).numpy()  # [n, L, 3K]
-differ, excused, close = [], 0, 0
-for i in range(n):
-    for t in range(T - 1):
-        byte, margin = draw(o[i, t], seed, i, t)
-        close += margin < 1e-3
-        if byte != sampled[i, t + 1]:
-            differ.append((i, t, byte, int(sampled[i, t + 1]), margin))
-            excused += margin < 1e-3
-print(f"sample: {n * (T - 1)} bytes, {n * (T - 1) - len(differ)} drawn as the reference draws "
-      f"them ({close} within 1e-3 of an edge; {len(differ)} differ, {excused} of them there)")
-if sampled[:, 0].any():
-    failures.append("sample: p_0 is not 0")
-for i, t, want_byte, got, margin in differ:
-    if margin >= 1e-3:
-        failures.append(f"sample: image {i} position {t}: the engine drew {got}, the reference "
-                        f"{want_byte} ({margin:.2e} from an edge)")
+
+# ---- sample: full rollouts' bytes against the reference's mixtures --------------------------------
+
+
+def check_samples(model_dir, ref, temperature, seed, n=16):
+    """n images of the engine at `temperature`, every byte against the reference's draw."""
+    size = ref.cfg["height"] * ref.cfg["width"] * ref.cfg["channels"]
+    with tempfile.TemporaryDirectory() as work:
+        npy = os.path.join(work, "s.npy")
+        engine("sample", "-n", str(n), "--seed", str(seed), "--batch", "5", "--npy", npy,
+               "--temperature", repr(temperature), model_dir=model_dir)
+        sampled = np.load(npy).reshape(n, size)
+    with torch.no_grad():
+        o = ref(torch.from_numpy(sampled[:, :-1].astype(np.int64))).numpy()  # [n, L, 3K]
+    differ, excused, close = [], 0, 0
+    for i in range(n):
+        for t in range(size - 1):
+            byte, margin = draw(o[i, t], seed, i, t, np.float32(temperature))
+            close += margin < 1e-3
+            if byte != sampled[i, t + 1]:
+                differ.append((i, t, byte, int(sampled[i, t + 1]), margin))
+                excused += margin < 1e-3
+    what = f"sample {os.path.basename(model_dir)} T={temperature}"
+    print(f"{what}: {n * (size - 1)} bytes, {n * (size - 1) - len(differ)} drawn as the "
+          f"reference draws them ({close} within 1e-3 of an edge; {len(differ)} differ, "
+          f"{excused} of them there)")
+    if sampled[:, 0].any():
+        failures.append(f"{what}: p_0 is not 0")
+    for i, t, want_byte, got, margin in differ:
+        if margin >= 1e-3:
+            failures.append(f"{what}: image {i} position {t}: the engine drew {got}, the "
+                            f"reference {want_byte} ({margin:.2e} from an edge)")
+    return sampled
+
+
+check_samples(golden, model, 1.0, 41)
+linear_dir = os.path.join(source, "tests", "golden", "small")
+linear = tm.load_model_dir(linear_dir).double().eval()
+assert linear.cfg["attention"] == "linear", "the small golden is not a linear model"
+at_one = check_samples(linear_dir, linear, 1.0, 43)
+if np.array_equal(at_one, check_samples(linear_dir, linear, 0.7, 43)):
+    failures.append("sample at T = 0.7: the bytes of T = 1")
 for f in failures[:10]:
     print("FAIL", f)
 sys.exit(1 if failures else 0)
