@@ -4,13 +4,13 @@
 //
 //    37%|███▋      | 24/64 [00:03<00:05, 7.90 images/s]
 //
-// and anywhere else (a log file, a batch job's output) a line, never a \r, the first at the first
-// report and then one every `every` seconds:
+// and anywhere else (a log file, a batch job's output) a line, never a \r, every `every` seconds:
 //
 //   24/64 images  7.90 images/s  ETA 0:00:05
 //
 // The ETA is never 0 while work remains (whole seconds, rounded up). The last line, written by
-// finish, carries the job's seconds and rate rounded as its summary prints them ("%.2f"), from
+// finish (in a file: after any other line, or a job of `every` seconds or more; a short job's log
+// gets none), carries the job's seconds and rate rounded as its summary prints them ("%.2f"), from
 // the same clock, so that the two agree: "64/64 images  7.87 images/s  in 8.13 s".
 #pragma once
 
@@ -40,8 +40,9 @@ private:
   std::string unit_;
   bool terminal_;
   double every_;
-  double last_ = -1; // when the last line went to a file (-1: none yet)
-  size_t drawn_ = 0; // the columns of the bar last drawn, blanked by a shorter one
+  double last_ = 0;    // when the last line went to a file (0: the start)
+  bool wrote_ = false; // whether one did
+  size_t drawn_ = 0;   // the columns of the bar last drawn, blanked by a shorter one
 };
 
 } // namespace tarnn

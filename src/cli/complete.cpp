@@ -65,6 +65,8 @@ int run_complete(const CompleteArgs &a) {
       a.mask.png.empty() ? as_usage([&] { return make_mask(a.mask, c); }) : make_mask(a.mask, c);
   const int64_t n = int64_t(index.size());
   check_completions(n, a.samples);
+  // the run's clock, and TARNN_PROGRESS_SECONDS checked before any output is touched
+  const ProgressBar bar = progress_bar(c.positions(), a.report.quiet, "completions");
   if (!a.out.empty()) { // every output checked before any work
     check_output_file(a.out);
     const PictureSize picture =
@@ -87,7 +89,6 @@ int run_complete(const CompleteArgs &a) {
   ImageSet done{0, c.height, c.width, c.channels, {}}; // for the grid
   if (!a.out.empty())
     done.bytes.reserve(size_t(n * a.samples) * done.bytes_per_image());
-  const ProgressBar bar = progress_bar(c.positions(), a.report.quiet, "completions");
   try {
     run_in_batches(
         n, images_per_batch, c.positions() * a.samples, bar.progress,

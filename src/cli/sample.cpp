@@ -122,9 +122,10 @@ int run_sample(SampleArgs a) {
   const std::string model = find_model(a.model);
   Engine engine(load_model(model), a.run.options()); // checked by check_flags
   const int positions = engine.config().positions();
+  // the run's clock, and TARNN_PROGRESS_SECONDS checked before any output is touched
+  const ProgressBar bar = progress_bar(positions, a.report.quiet);
   Outputs outputs(a, model, engine);
   const int64_t start = outputs.start, todo = a.n - start;
-  const ProgressBar bar = progress_bar(positions, a.report.quiet); // the run's clock
   int64_t written = 0; // images of this invocation on the disk and in the record
   try {
     run_in_batches(

@@ -91,9 +91,10 @@ std::string ProgressText::update(double done, double total, double seconds) {
   if (done >= total)
     return ""; // the end is finish's
   if (!terminal_) {
-    if (last_ >= 0 && seconds - last_ < every_)
+    if (seconds - last_ < every_)
       return "";
     last_ = seconds;
+    wrote_ = true;
     return line(done, total, seconds) + "\n";
   }
   const std::string drawn = bar(done, total, seconds);
@@ -105,10 +106,10 @@ std::string ProgressText::update(double done, double total, double seconds) {
 std::string ProgressText::finish(double total, double seconds) {
   char rate[64], out[160];
   std::snprintf(rate, sizeof rate, "%.2f %s/s", seconds > 0 ? total / seconds : 0.0, unit_.c_str());
-  if (!terminal_) {
+  if (!terminal_) { // a short job's log gets none, as before its first line
     std::snprintf(out, sizeof out, "%.0f/%.0f %s  %s  in %.2f s\n", total, total, unit_.c_str(),
                   rate, seconds);
-    return out;
+    return wrote_ || seconds >= every_ ? out : "";
   }
   std::snprintf(out, sizeof out, "100%%|██████████| %.0f/%.0f [%.2f s, %s]", total, total, seconds,
                 rate);

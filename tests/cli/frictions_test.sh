@@ -77,7 +77,8 @@ PY
 
 # --- progress: on a terminal tqdm's bar, whose last line says the summary's seconds and rate as
 # the summary rounds them (one clock); in a file, lines without \r, the last one the same figures
-# (the last lines are written at the end, whatever the timing)
+# (the last lines are written at the end: on a terminal always, in a file after a job of at least
+# TARNN_PROGRESS_SECONDS, here a microsecond)
 $PY - "$TARNN" "$SMALL" "$work" >"$work/pty" 2>&1 <<'PY'
 import os, pty, re, subprocess, sys
 tarnn, small, work = sys.argv[1:]
@@ -103,7 +104,9 @@ if run.returncode or not bar or not summary:
     problems.append(f"the bar's last line {last!r}, the summary {run.stdout!r}")
 elif bar.groups() != summary.groups():
     problems.append(f"the bar says {bar.groups()}, the summary {summary.groups()}")
-run = subprocess.run(cmd[:-1] + [f"{work}/log"], capture_output=True, text=True)
+run = subprocess.run(cmd[:-1] + [f"{work}/log"], capture_output=True,
+                     env=dict(os.environ, TARNN_PROGRESS_SECONDS="0.000001"))
+run.stdout, run.stderr = run.stdout.decode(), run.stderr.decode()  # bytes: a \r is kept
 lines = run.stderr.splitlines() or [""]
 line = re.fullmatch(r"3/3 images  ([0-9.]+) images/s  in ([0-9.]+) s", lines[-1])
 summary = re.match(r"3 images in ([0-9.]+) s \(([0-9.]+) images/s\)", run.stdout)

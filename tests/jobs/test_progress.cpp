@@ -26,20 +26,27 @@ TEST(Progress, ATerminalGetsTqdmsBarRedrawnInPlace) {
 
 TEST(Progress, TheEtaIsNeverZeroWhileWorkRemains) {
   // a log showed "33/48 ... ETA 0:00:00": 15 images at 16.5 a second is 0.9 s, rounded up
-  ProgressText log("images", false, 0);
+  ProgressText log("images", false, 1.0);
   EXPECT_EQ(log.update(33, 48, 2.0), "33/48 images  16.50 images/s  ETA 0:00:01\n");
   ProgressText bar("images", true, 0);
   EXPECT_EQ(bar.update(47.999, 48, 100.0), "\r 99%|█████████▉| 47/48 [01:40<00:01, 0.48 images/s]");
 }
 
-TEST(Progress, AFileGetsALineAtOnceThenOneEveryIntervalWithoutCarriageReturns) {
+TEST(Progress, AFileGetsALineEveryIntervalWithoutCarriageReturns) {
   ProgressText t("completions", false, 10.0);
-  EXPECT_EQ(t.update(0, 8, 0.1), "0/8 completions  0.00 completions/s  ETA ?\n");
-  EXPECT_EQ(t.update(2, 8, 9.0), ""); // within 10 s of the last line
-  EXPECT_EQ(t.update(3, 8, 10.2), "3/8 completions  0.29 completions/s  ETA 0:00:17\n");
-  EXPECT_EQ(t.update(8, 8, 12.0), "");
+  EXPECT_EQ(t.update(0, 8, 0.1), ""); // within 10 s of the start
+  EXPECT_EQ(t.update(2, 8, 10.0), "2/8 completions  0.20 completions/s  ETA 0:00:30\n");
+  EXPECT_EQ(t.update(3, 8, 19.9), ""); // within 10 s of the last line
+  EXPECT_EQ(t.update(3, 8, 20.2), "3/8 completions  0.15 completions/s  ETA 0:00:34\n");
+  EXPECT_EQ(t.update(8, 8, 22.0), "");
   // the last line's seconds and rate rounded as the summary's "in %.2f s (%.2f completions/s)"
-  EXPECT_EQ(t.finish(8, 12.346), "8/8 completions  0.65 completions/s  in 12.35 s\n");
+  EXPECT_EQ(t.finish(8, 22.346), "8/8 completions  0.36 completions/s  in 22.35 s\n");
+  // a job shorter than the interval writes nothing to a log; one as long, its last line
+  ProgressText quick("images", false, 10.0);
+  EXPECT_EQ(quick.update(1, 2, 3.0), "");
+  EXPECT_EQ(quick.finish(2, 6.0), "");
+  ProgressText slow("images", false, 10.0);
+  EXPECT_EQ(slow.finish(2, 10.0), "2/2 images  0.20 images/s  in 10.00 s\n");
 }
 
 TEST(Progress, TheIntervalComesFromTheEnvironmentOrIsTqdms) {

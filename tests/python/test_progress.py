@@ -1,7 +1,7 @@
 """progress=True without tqdm follows tqdm's rules (tarnn/progress.h): in a log, lines with
 count, rate and ETA and never a \\r, the last one at the end with the job's seconds; on a terminal
 (a pseudo-terminal here), the bar redrawn in place. What is checked is written at the end of a
-run, whatever its timing."""
+run (in a log, of a run of at least TARNN_PROGRESS_SECONDS: here a microsecond)."""
 
 import os
 import pty
@@ -19,7 +19,8 @@ RUN = ("import sys; sys.modules['tqdm'] = None; import numpy as np, tarnn; "
 
 
 def test_a_log_gets_lines_with_rate_and_time_and_no_carriage_returns():
-    run = subprocess.run([sys.executable, "-c", RUN], capture_output=True)  # bytes: \r kept
+    run = subprocess.run([sys.executable, "-c", RUN], capture_output=True,  # bytes: \r kept
+                         env=dict(os.environ, TARNN_PROGRESS_SECONDS="0.000001"))
     err = run.stderr.decode()
     assert run.returncode == 0, err
     assert "\r" not in err, repr(err)
