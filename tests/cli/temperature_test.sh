@@ -17,8 +17,10 @@ for t in "" "--temperature 1" "--temperature 1.0"; do
   expect_eq "$(md5 "$work/a.npy")" ea07ca0bf8c36f2b862f975b06a48a57 "sample ${t:-by default}: the bytes of a2b9950"
   rm -f "$work/a.npy"
 done
-expect_ok "$TARNN" sample --model "$SRC/models/mnist" -n 1 --seed 1 --npy "$work/m.npy" --quiet --temperature 1
-expect_eq "$(md5 "$work/m.npy")" 1faaad59a73ed911ff91d3df2f040560 "models/mnist at T = 1: the bytes of a2b9950"
+if [ -z "${TARNN_TEST_SANITIZED:-}" ]; then # (an MNIST digit is seconds there; the small model covers the code)
+  expect_ok "$TARNN" sample --model "$SRC/models/mnist" -n 1 --seed 1 --npy "$work/m.npy" --quiet --temperature 1
+  expect_eq "$(md5 "$work/m.npy")" 1faaad59a73ed911ff91d3df2f040560 "models/mnist at T = 1: the bytes of a2b9950"
+fi
 expect_ok "$TARNN" complete --model "$SMALL" --images "$IDX" --samples 3 --seed 2 -o "$work/c.png" --quiet --temperature 1
 expect_eq "$(md5 "$work/c.png")" 4cd7d0d686b5c133ee31481e4efa1df4 "complete at T = 1: the bytes of a2b9950"
 
