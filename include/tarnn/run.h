@@ -37,6 +37,11 @@ constexpr int kMaxThreads = 1024;
 // it before loading a model (a bad flag is found at once).
 void check_run_options(const RunOptions &o);
 
+// The sampler's temperature (docs/SPEC.md section 2) from a number as given: the float nearest to
+// `t`, which must be finite and above 0, and stay so as a float (1e-50 becomes 0 and 1e39
+// infinity: both refused). Throws Error "--temperature must be a finite number above 0 ...".
+float sampling_temperature(double t);
+
 // The options with their defaults filled in (batch 0 stays 0 on cuda: it depends on free GPU
 // memory, known when the job runs). Throws Error for an unknown device, a batch or thread count
 // out of range, or a CPU batch whose state would not fit in this machine's memory; for a softmax
@@ -73,6 +78,11 @@ struct Rollout {
   // [count] each). Null: image r is image first_index + r of the run with `seed`.
   const uint64_t *seeds = nullptr;
   const uint64_t *images = nullptr;
+  // The sampler's temperature (docs/SPEC.md section 2): a finite float above 0; 1 is the model's
+  // own distribution. It changes the drawn bytes only: known bytes' log-probabilities are the
+  // model's. `temperatures`, with seeds and images, gives each image its own ([count]).
+  float temperature = 1.0f;
+  const float *temperatures = nullptr;
   // Streaming: when set, called after every few positions, once columns [0, t] of images
   // [image, image + n) of `out` hold their final bytes; on a worker thread, maybe several at
   // once. It may throw to stop the run (as a Progress may).

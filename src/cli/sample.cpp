@@ -16,6 +16,7 @@ struct SampleArgs {
   RunArgs run;
   int64_t n = 64, first = 0;
   uint64_t seed = kDefaultSeed;
+  double temperature = 1.0; // as given (docs/SPEC.md section 2)
   std::string out, out_dir, npy, shard;
   bool resume = false;
   GridLayout grid; // -o: --nrow (--cols), --padding, --pad-value, --scale
@@ -76,16 +77,13 @@ struct Outputs {
     check_memory(memory, "sampling " + count_of(a.n, "image", "images"));
     if (a.npy.empty() && a.out_dir.empty())
       return;
-    auto record = std::make_unique<ResumeRecord>(!a.npy.empty() ? a.npy + ".partial.json"
-                                                                : a.out_dir + "/.tarnn-sample.json",
-                                                 nlohmann::json{{"model", model},
-                                                                {"n", a.n},
-                                                                {"first", a.first},
-                                                                {"seed", a.seed},
-                                                                {"npy", a.npy},
-                                                                {"out_dir", a.out_dir},
-                                                                {"shape", {H, W, C}}}
-                                                     .dump());
+    nlohmann::json run{{"model", model},    {"n", a.n},     {"first", a.first},
+                       {"seed", a.seed},    {"npy", a.npy}, {"out_dir", a.out_dir},
+                       {"shape", {H, W, C}}};
+    if (a.temperature != 1.0) // a record without one (any run before it existed) means 1
+      run["temperature"] = a.temperature;
+    auto record = std::make_unique<ResumeRecord>(
+        !a.npy.empty() ? a.npy + ".partial.json" : a.out_dir + "/.tarnn-sample.json", run.dump());
     start = a.resume ? record->load() : 0;
     if (!a.out_dir.empty())
       check_folder_space(a.out_dir, a.n - start); // (an .npy checks its own: its size is known)
@@ -124,16 +122,17 @@ int run_sample(SampleArgs a) {
   const std::string model = find_model(a.model);
   Engine engine(load_model(model), a.run.options()); // checked by check_flags
   const int positions = engine.config().positions();
-  const Progress bar = progress_bar(positions, a.report.quiet);
+  // the run's clock, and TARNN_PROGRESS_SECONDS checked before any output is touched
+  const ProgressBar bar = progress_bar(positions, a.report.quiet);
   Outputs outputs(a, model, engine);
   const int64_t start = outputs.start, todo = a.n - start;
-  const auto t0 = std::chrono::steady_clock::now();
   int64_t written = 0; // images of this invocation on the disk and in the record
   try {
     run_in_batches(
-        todo, engine.batch_for(a.n), positions, bar,
+        todo, engine.batch_for(a.n), positions, bar.progress,
         [&](int64_t first, int64_t count, const Progress &p) {
-          return sample_images(engine, count, a.seed, a.first + start + first, p);
+          return sample_images(engine, count, a.seed, a.first + start + first, p, 0,
+                               float(a.temperature));
         },
         [&](const ImageSet &images) {
           outputs.add(images);
@@ -160,8 +159,8 @@ int run_sample(SampleArgs a) {
                    static_cast<long long>(a.n));
     return 128 + i.signal;
   }
-  const double secs = seconds_since(t0);
   outputs.finish();
+  const double secs = bar.finish();
   std::string where;
   for (const std::string &o : {a.out, a.out_dir, a.npy})
     if (!o.empty())
@@ -175,6 +174,7 @@ int run_sample(SampleArgs a) {
             {"images", a.n},
             {"first", a.first},
             {"seed", a.seed},
+            {"temperature", a.temperature},
             {"resumed_at", start},
             {"seconds", secs},
             {"images_per_second", double(todo) / secs},
@@ -194,6 +194,7 @@ Command add_sample(CLI::App &app) {
   add_number<int64_t>(cmd, "-n", a->n, "number of images", 1, kMaxSampleImages);
   add_number<uint64_t>(cmd, "--seed", a->seed,
                        "seed: image i is the same for any batch, thread count", 0, UINT64_MAX);
+  add_temperature_option(cmd, a->temperature);
   add_number<int64_t>(cmd, "--first", a->first,
                       "index of the first image (split a large job across processes)", 0,
                       INT64_MAX);

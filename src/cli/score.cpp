@@ -79,14 +79,14 @@ int run_score(const ScoreArgs &a) {
   if (!a.report.json_file.empty())
     check_output_file(a.report.json_file);
   std::vector<double> bpd;
-  const auto t0 = std::chrono::steady_clock::now();
+  const ProgressBar bar = progress_bar(c.positions(), a.report.quiet);
   try {
-    bpd = score_images(engine, images, progress_bar(c.positions(), a.report.quiet));
+    bpd = score_images(engine, images, bar.progress);
   } catch (const Interrupted &i) {
     std::fprintf(stderr, "tarnn: interrupted (signal %d)\n", i.signal);
     return 128 + i.signal;
   }
-  const double secs = seconds_since(t0);
+  const double secs = bar.finish();
   double mean = 0;
   for (double b : bpd)
     mean += b / double(bpd.size());

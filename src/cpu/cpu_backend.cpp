@@ -47,8 +47,8 @@ public:
       : model_(m), options_(o), weights_(m, o.precision), kernels_{k.reference_gemm} {}
 
   std::string device() const override {
-    return "cpu: " + cpu_model_name() + ", " + std::to_string(options_.threads) + " threads, " +
-           cpu_path_name() +
+    return "cpu: " + cpu_model_name() + ", " + count_of(options_.threads, "thread", "threads") +
+           ", " + cpu_path_name() +
            (options_.precision != Precision::Bf16 ? ""
             : cpu_has_avx512_bf16()               ? ", bf16 GEMMs (AVX512_BF16)"
                                                   : ", bf16 GEMMs (emulated: no AVX512_BF16)");
@@ -171,6 +171,7 @@ private:
     mine.log_prob = job.log_prob ? job.log_prob + first : nullptr;
     mine.seeds = job.seeds ? job.seeds + first : nullptr;
     mine.images = job.images ? job.images + first : nullptr;
+    mine.temperatures = job.temperatures ? job.temperatures + first : nullptr;
     if (job.grown)
       mine.grown = [&job, first](int64_t image, int64_t n, int t) {
         job.grown(first + image, n, t);

@@ -2,6 +2,7 @@
 // registry's row of the device asked for, then that device's backend.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -100,6 +101,19 @@ void check_run_options(const RunOptions &o) {
   }
 }
 
+float sampling_temperature(double t) {
+  const float f = static_cast<float>(t);
+  if (std::isfinite(f) && f > 0.0f && t > 0)
+    return f;
+  char got[64];
+  std::snprintf(got, sizeof got, "%.9g", t);
+  throw Error(std::string("--temperature must be a finite number above 0 (got ") + got +
+              (std::isfinite(t) && t > 0
+                   ? ", which is " + std::string(f > 0 ? "infinite" : "0") + " as a float"
+                   : std::string()) +
+              ")");
+}
+
 RunOptions resolve_run_options(const Config &c, RunOptions o) {
   check_run_options(o);
   const BackendEntry &device = backend_entry(o.device);
@@ -170,6 +184,8 @@ bool finite_over(Backend &backend, const Rollout &job, int64_t i, int positions,
     one.seeds = job.seeds + i;
     one.images = job.images + i;
   }
+  one.temperature = job.temperature;
+  one.temperatures = job.temperatures ? job.temperatures + i : nullptr;
   one.out = out.data();
   double log_prob = 0;
   one.log_prob = &log_prob;
@@ -208,6 +224,11 @@ RunInfo Engine::run(const Rollout &job, const Progress &progress) {
     throw Error("a rollout needs a count >= 0 and an output buffer");
   if (!job.seeds != !job.images)
     throw Error("a rollout's per-image RNG keys need both seeds and images");
+  if (job.temperatures && !job.seeds)
+    throw Error("a rollout's per-image temperatures go with per-image seeds and images");
+  sampling_temperature(job.temperature);
+  for (int64_t i = 0; job.temperatures && i < job.count; ++i)
+    sampling_temperature(job.temperatures[i]);
   if (job.batch != 0) { // this job's own batch: checked as the Engine's was
     RunOptions o = options_;
     o.batch = job.batch;

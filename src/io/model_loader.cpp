@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "../base/util.h"
 #include "safetensors.h"
 #include "tarnn/error.h"
 #include "tarnn/model.h"
@@ -93,6 +94,13 @@ std::string find_model(const std::string &name, const std::vector<std::string> &
   };
   if (name.empty())
     throw Error("--model is empty");
+  struct stat st {};
+  if (::stat(name.c_str(), &st) == 0 && S_ISREG(st.st_mode)) // models/mnist/model.safetensors
+    throw Error(name +
+                    ": a file, not a model folder: pass the folder that holds config.json and "
+                    "model.safetensors (" +
+                    folder_of(name) + ")",
+                Error::Kind::File);
   if (is_model(name) || name[0] == '/')
     return name; // an absolute path is taken as it is: load_model says what is wrong with it
   std::vector<std::string> roots = more_roots;

@@ -62,13 +62,50 @@ std::vector<int64_t> shape_of(const std::string &path, const std::string &dict) 
   return shape;
 }
 
+// numpy's name of a dtype descriptor ('<f4': float32), or the descriptor where it has none.
+std::string dtype_name(const std::string &descr) {
+  if (descr.size() < 3 ||
+      (descr[1] != 'b' && descr[1] != 'i' && descr[1] != 'u' && descr[1] != 'f' && descr[1] != 'c'))
+    return descr;
+  if (descr[1] == 'b')
+    return "bool";
+  const std::string kind = descr[1] == 'i'   ? "int"
+                           : descr[1] == 'u' ? "uint"
+                           : descr[1] == 'f' ? "float"
+                                             : "complex";
+  const std::string bytes = descr.substr(2);
+  if (bytes.empty() || bytes.size() > 2 ||
+      bytes.find_first_not_of("0123456789") != std::string::npos)
+    return descr;
+  return kind + std::to_string(8 * std::stoi(bytes));
+}
+
+// "(3, 1, 28, 28)"
+std::string tuple_text(const std::vector<int64_t> &shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + ")";
+}
+
+// A 4-d shape that is an NCHW batch: the model's (n, C, H, W) when it is known (and not also its
+// NHWC), else channels (at most 4) second and a wider last axis.
+bool channels_first(const std::vector<int64_t> &shape, const Config *c) {
+  if (shape.size() != 4)
+    return false;
+  if (c)
+    return shape[1] == c->channels && shape[2] == c->height && shape[3] == c->width &&
+           !(shape[1] == c->height && shape[2] == c->width && shape[3] == c->channels);
+  return shape[1] <= 4 && shape[3] > 4;
+}
+
 } // namespace
 
 bool is_npy(const std::vector<uint8_t> &raw) {
   return raw.size() >= 6 && std::memcmp(raw.data(), kMagic, 6) == 0;
 }
 
-ImageSet read_npy(const std::string &path, const std::vector<uint8_t> &raw) {
+ImageSet read_npy(const std::string &path, const std::vector<uint8_t> &raw, const Config *model) {
   if (raw.size() < 10)
     throw Error(path + ": truncated .npy header");
   const int major = raw[6];
@@ -83,14 +120,31 @@ ImageSet read_npy(const std::string &path, const std::vector<uint8_t> &raw) {
     throw Error(path + ": truncated .npy header");
   const std::string dict(raw.begin() + long(8 + len_bytes), raw.begin() + long(data));
   if (dict.find("'descr': '|u1'") == std::string::npos &&
-      dict.find("'descr': '<u1'") == std::string::npos)
-    throw Error(path + ": .npy holds another type than uint8 (tarnn reads image bytes)");
+      dict.find("'descr': '<u1'") == std::string::npos) {
+    const size_t at = dict.find("'descr': '"), end = dict.find('\'', at + 10);
+    const std::string descr = at == std::string::npos || end == std::string::npos
+                                  ? "another type"
+                                  : dict.substr(at + 10, std::min<size_t>(end - at - 10, 40));
+    const std::string name = dtype_name(descr);
+    throw Error(path + ": .npy holds " + name + (name != descr ? " ('" + descr + "')" : "") +
+                ", not uint8 image bytes" +
+                (descr.size() > 1 && descr[1] == 'f'
+                     ? ": for floats in [0, 1], save (x * 255).round().astype(numpy.uint8)"
+                     : ": save x.astype(numpy.uint8) if its values are bytes 0 to 255"));
+  }
   if (dict.find("'fortran_order': False") == std::string::npos)
     throw Error(path + ": .npy is in Fortran order (save it in C order)");
   const std::vector<int64_t> shape = shape_of(path, dict);
   if (shape.size() != 3 && shape.size() != 4)
     throw Error(path + ": .npy holds " + std::to_string(shape.size()) +
                 " dimensions, not images (n, h, w) or (n, h, w, c)");
+  if (channels_first(shape, model))
+    throw Error(
+        path + ": .npy holds " + tuple_text(shape) + ": channels first (NCHW, PyTorch's layout); " +
+        (model ? "the model wants NHWC (n, " + std::to_string(model->height) + ", " +
+                     std::to_string(model->width) + ", " + std::to_string(model->channels) + ")"
+               : std::string("images are NHWC (n, h, w, c)")) +
+        ": save numpy.transpose(x, (0, 2, 3, 1))");
   ImageSet s;
   s.count = shape[0];
   s.height = int(std::min<int64_t>(shape[1], 1 << 20));

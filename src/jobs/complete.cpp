@@ -68,7 +68,7 @@ std::vector<int64_t> parse_index_list(const std::string &spec, int64_t count) {
 
 ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vector<int64_t> &index,
                          const std::vector<uint8_t> &known, int samples, uint64_t seed,
-                         const Progress &progress) {
+                         const Progress &progress, float temperature) {
   const Config &c = engine.config();
   if (images.height != c.height || images.width != c.width || images.channels != c.channels)
     throw Error("the images are not the model's size");
@@ -110,6 +110,7 @@ ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vect
   job.out = out.bytes.data();
   job.seeds = seeds.data();
   job.images = rng_index.data();
+  job.temperature = temperature;
   engine.run(job, progress);
   return out;
 }

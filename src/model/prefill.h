@@ -25,6 +25,13 @@
 
 namespace tarnn {
 
+// Row i's key in a job that gives each image its own (job.seeds and job.images; its temperature
+// from job.temperatures where given, else the job's).
+inline DrawKey draw_key(const Rollout &job, int64_t i) {
+  return DrawKey{job.seeds[i], job.images[i],
+                 job.temperatures ? job.temperatures[i] : job.temperature};
+}
+
 // Positions of one image a prefill runs at once, on every backend: each GEMM then reads its
 // weights once for up to 512 rows (the first sampled pixel of Figure 3 on the CPU: 0.035 s with
 // 128, 0.028-0.031 s with 400 or more; 5 MB of activations).
@@ -121,7 +128,7 @@ int prefill(Ops &ops, Pre &pre, const Config &c, const Rollout &job, int64_t ima
     StepParams at = params;
     at.t = P - 1;
     at.image_base = params.image_base + uint64_t(r);
-    const RngKey key = job.seeds ? RngKey{job.seeds[image0 + r], job.images[image0 + r]} : RngKey{};
+    const DrawKey key = job.seeds ? draw_key(job, image0 + r) : DrawKey{};
     at.keys = job.seeds ? &key : nullptr; // row 0 of sample_row's view is this row
     sample_row(0, last.data(), c.mixtures, given,
                job.known ? job.known + size_t(image0 + r) * T : nullptr, T, &cur[size_t(r)],

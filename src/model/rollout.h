@@ -41,7 +41,7 @@ void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook
   if (job.log_prob)
     std::fill(job.log_prob, job.log_prob + job.count, 0.0);
   std::vector<uint8_t> p0(size_t(b.rows));
-  std::vector<RngKey> keys(job.seeds ? size_t(b.rows) : 0);
+  std::vector<DrawKey> keys(job.seeds ? size_t(b.rows) : 0);
   for (int64_t image0 = 0; image0 < job.count; image0 += b.rows) {
     const int n = int(std::min<int64_t>(b.rows, job.count - image0));
     const size_t first = size_t(image0) * T, bytes = size_t(n) * T;
@@ -51,6 +51,7 @@ void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook
     p.has_given = job.given != nullptr;
     p.has_known = job.given && job.known;
     p.seed = job.seed;
+    p.temperature = job.temperature;
     p.image_base = uint64_t(job.first_index + image0);
     if (p.has_given)
       ops.upload(b.given, job.given + first, bytes);
@@ -64,8 +65,8 @@ void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook
     p.keys = nullptr;
     if (job.seeds) {
       for (int r = 0; r < n; ++r)
-        keys[size_t(r)] = RngKey{job.seeds[image0 + r], job.images[image0 + r]};
-      ops.upload(b.keys, keys.data(), size_t(n) * sizeof(RngKey));
+        keys[size_t(r)] = draw_key(job, image0 + r);
+      ops.upload(b.keys, keys.data(), size_t(n) * sizeof(DrawKey));
       p.keys = b.keys;
     }
     int t = 0, shown = 0; // positions done; columns 1..shown of job.out written

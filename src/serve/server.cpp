@@ -154,7 +154,8 @@ public:
             {"width", c.width},
             {"channels", c.channels},
             {"positions", c.positions()},
-            {"device", engine_.device()},
+            {"device", name(engine_.options().device)}, // cpu or cuda, as every JSON's
+            {"device_name", engine_.device()},
             {"precision", name(engine_.options().precision)},
             {"state", name(engine_.options().state)},
             {"max_samples", serve::kMaxSamples},

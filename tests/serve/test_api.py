@@ -50,6 +50,9 @@ def test_info_and_page(small):
     assert (info["height"], info["width"], info["channels"]) == (5, 4, 2)
     assert info["max_samples"] == 64
     assert (info["precision"], info["state"]) == ("fp32", "fp32")  # the engine's numerics
+    # device as every JSON of tarnn's (docs/JSON.md): cpu or cuda; the words in device_name
+    assert info["device"] == "cpu" and info["device_name"].startswith("cpu: "), info
+    assert ", 2 threads" in info["device_name"], info
     for path, want in [("/", "text/html"), ("/app.js", "text/javascript"),
                        ("/style.css", "text/css"), ("/digits.json", "application/json")]:
         status, kind, body = small.get(path)
@@ -198,6 +201,12 @@ def test_score_is_the_commands_score(mnist, tmp_path):
     ("/api/complete", {"image": b64(bytes(40)), "mask": b64(bytes(12))}, "mask holds 12"),
     ("/api/complete", {"image": b64(bytes(40)), "samples": 65}, "samples must be"),
     ("/api/score", {"image": b64(bytes(40)), "samples": 2}, "unknown field"),
+    ("/api/sample", {"temperature": 0}, "temperature must be a finite number above 0"),
+    ("/api/sample", {"temperature": -0.5}, "temperature must be"),
+    ("/api/sample", {"temperature": "0.7"}, "temperature must be"),
+    ("/api/sample", {"temperature": 1e-50}, "which is 0 as a float"),
+    ("/api/complete", {"image": b64(bytes(40)), "temperature": 1e39}, "which is infinite"),
+    ("/api/score", {"image": b64(bytes(40)), "temperature": 0.7}, "unknown field"),
 ])
 def test_bad_requests_are_400_with_a_reason(small, path, body, words):
     status, err = small.post(path, body)
@@ -227,6 +236,41 @@ def test_small_model_completion_keeps_known_bytes(small):
     assert status == 200
     for g in images_of(events, 40):
         assert g[:16] == image[:16]  # 2 rows of 4 pixels of 2 channels
+
+
+def test_a_temperature_gives_the_commands_images_whatever_it_is_merged_with(small, tmp_path):
+    # requests at 0.7 and at 1 sent together (merged into one rollout where they overlap): each
+    # gets the command's images for its seed and temperature
+    image = bytes(range(100, 140))
+    bodies = [("/api/sample", {"n": 5, "seed": 3, "temperature": 0.7}),
+              ("/api/sample", {"n": 5, "seed": 3}),
+              ("/api/complete", {"image": b64(image), "samples": 3, "seed": 2, "temperature": 0.7})]
+    results = [None] * len(bodies)
+
+    def send(i):
+        results[i] = small.stream(*bodies[i])
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for (path, body), (status, events) in zip(bodies, results):
+        assert status == 200 and done_of(events)["temperature"] == body.get("temperature", 1)
+    got = [images_of(events, 40) for _, events in results]
+    for i, temperature in ((0, "0.7"), (1, "1")):
+        subprocess.run([binary(), "sample", "--model", SMALL, "-n", "5", "--seed", "3", "--quiet",
+                        "--temperature", temperature, "--npy", str(tmp_path / f"s{i}.npy")],
+                       check=True)
+        assert [bytes(w) for w in np.load(tmp_path / f"s{i}.npy").reshape(5, 40)] == got[i], i
+    assert got[0] != got[1]
+    np.save(tmp_path / "d.npy", np.frombuffer(image, np.uint8).reshape(1, 5, 4, 2))
+    subprocess.run([binary(), "complete", "--model", SMALL, "--images", str(tmp_path / "d.npy"),
+                    "--index", "0", "--samples", "3", "--seed", "2", "--temperature", "0.7",
+                    "--quiet", "--out-dir", str(tmp_path / "c")], check=True)
+    for k in range(3):
+        want = np.asarray(Image.open(tmp_path / "c" / f"00000000-{k:02d}.png")).reshape(-1)
+        assert bytes(want) == got[2][k], k
 
 
 def test_defaults_are_the_commands_and_the_pages(small, tmp_path):
