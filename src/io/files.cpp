@@ -146,16 +146,38 @@ void check_free_space(const std::string &path, uint64_t bytes, uint64_t files) {
                 Error::Kind::File);
 }
 
-std::vector<uint8_t> read_file(const std::string &path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+int open_regular_file(const std::string &path) {
+  // stat first: opening a FIFO for reading waits for a writer, for ever if none comes.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw Error(os_error(path, "cannot open"), Error::Kind::File);
+  auto refuse = [&](const struct stat &s) {
+    throw Error(path + ": " +
+                    (S_ISDIR(s.st_mode) ? "is a folder, not a file" : "not a regular file") +
+                    (S_ISFIFO(s.st_mode)  ? " (a FIFO)"
+                     : S_ISCHR(s.st_mode) ? " (a device)"
+                                          : ""),
+                Error::Kind::File);
+  };
+  if (!S_ISREG(st.st_mode))
+    refuse(st);
+  // Without waiting, and checked again on what was opened: the name may have been replaced by a
+  // FIFO in between.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0)
     throw Error(os_error(path, "cannot open"), Error::Kind::File);
-  struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw Error(path + ": " + (S_ISDIR(st.st_mode) ? "is a folder, not a file" : "not a file"),
-                Error::Kind::File);
+    refuse(st);
   }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+std::vector<uint8_t> read_file(const std::string &path) {
+  const int fd = open_regular_file(path);
+  struct stat st {};
+  ::fstat(fd, &st);
   std::vector<uint8_t> data(size_t(st.st_size));
   size_t at = 0;
   while (at < data.size()) {

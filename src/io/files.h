@@ -16,6 +16,12 @@ std::string os_error(const std::string &path, const char *what);
 // each other's images, and the record one leaves would block the next resume.
 void lock_output(int fd, const std::string &path);
 
+// `path` opened for reading (a descriptor the caller closes) when it is a regular file; Error
+// naming it otherwise (missing, a folder, a FIFO, a device), before it is opened: opening a FIFO
+// waits for a writer, for ever if none comes. The file opened is checked again (fstat), so a name
+// replaced in between is refused too. Every reader of a file the user names starts here.
+int open_regular_file(const std::string &path);
+
 // The whole file; Error naming the path and the reason (missing, a folder, unreadable).
 std::vector<uint8_t> read_file(const std::string &path);
 

@@ -271,16 +271,12 @@ ResumeRecord::ResumeRecord(std::string path, std::string run)
     : path_(std::move(path)), run_(std::move(run)), checksum_(kFnvBasis) {}
 
 int64_t ResumeRecord::load() {
-  std::vector<char> text;
-  if (FILE *f = std::fopen(path_.c_str(), "rb")) {
-    char buf[4096];
-    for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;)
-      text.insert(text.end(), buf, buf + got);
-    std::fclose(f);
-  } else {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0 && errno == ENOENT)
     return done_ = 0; // nothing written yet: start from the beginning
-  }
-  const nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+  const std::vector<uint8_t> text = read_file(path_);
+  const nlohmann::json j =
+      parse_json(path_, reinterpret_cast<const char *>(text.data()), text.size(), 4);
   if (j.is_discarded() || !j.is_object() || !j.contains("done"))
     throw Error(path_ + ": not a tarnn run record");
   const nlohmann::json run = nlohmann::json::parse(run_);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "json_limits.h"
 #include "tarnn/error.h"
 
@@ -74,14 +75,9 @@ float bf16_to_float(uint16_t h) {
 }
 
 SafeTensors::SafeTensors(const std::string &path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw Error(path + ": cannot open: " + std::strerror(errno), Error::Kind::File);
+  const int fd = open_regular_file(path);
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(path + ": not a regular file", Error::Kind::File);
-  }
+  ::fstat(fd, &st);
   size_ = size_t(st.st_size);
   if (size_ < 8) {
     ::close(fd);
@@ -103,8 +99,7 @@ SafeTensors::SafeTensors(const std::string &path) : path_(path) {
       throw Error(path + ": header length " + std::to_string(n) + " runs past the end of the " +
                   std::to_string(size_) + "-byte file (truncated?)");
     const char *text = reinterpret_cast<const char *>(bytes + 8);
-    check_json_depth(path + ": header", text, size_t(n), kMaxDepth);
-    const json header = json::parse(text, text + n, nullptr, /*allow_exceptions=*/false);
+    const json header = parse_json(path + ": header", text, size_t(n), kMaxDepth);
     if (header.is_discarded())
       throw Error(path + ": header is not valid JSON");
     if (!header.is_object())

@@ -19,12 +19,12 @@ using nlohmann::json;
 json parse_object(const std::string &body) {
   if (body.find_first_not_of(" \t\r\n") == std::string::npos)
     bad("request: the body is empty: a JSON object is expected (docs/SERVE.md)");
-  try {
-    check_json_depth("request", body.data(), body.size(), 8);
+  json j;
+  try { // its nesting bounded, and no field given twice
+    j = parse_json("request", body.data(), body.size(), 8);
   } catch (const Error &e) {
     bad(e.what());
   }
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
     bad("request: not valid JSON");
   if (!j.is_object())

@@ -32,7 +32,8 @@ using nlohmann::json;
 
 void send_json(httplib::Response &res, int status, const json &j) {
   res.status = status;
-  res.set_content(j.dump(), "application/json");
+  // bytes that are not UTF-8 (a header quoted in an error) as U+FFFD, not an exception
+  res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
 void send_error(httplib::Response &res, int status, const std::string &message) {

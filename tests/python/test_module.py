@@ -271,3 +271,15 @@ def test_help_explains_each_argument():
     for word in ("seed", "first", "batch", "progress", "KeyboardInterrupt"):
         assert word in doc
     assert "known" in tarnn.Model.complete.__doc__
+
+
+def test_a_long_non_ascii_config_key_is_quoted_whole(tmp_path):
+    """Issue 42: the quote of a long unknown key was cut inside a UTF-8 character, and Python got
+    an empty ValueError()."""
+    model = tmp_path / "m"
+    model.mkdir()
+    config = json.load(open(os.path.join(SMALL, "config.json")))
+    config["x" + "\u00e9" * 30] = 1  # 40 bytes end inside the 20th
+    json.dump(config, open(model / "config.json", "w"))
+    with pytest.raises(ValueError, match='unknown key "x' + "\u00e9" * 20 + r'\.\.\."'):
+        tarnn.Model(str(model))

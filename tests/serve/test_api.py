@@ -424,3 +424,12 @@ def test_pipelined_requests_are_refused_explicitly(small):
     sock.close()
     assert answer.count(b"HTTP/1.1 200") == 1 and b"Connection: close" in answer
 
+
+
+def test_long_non_ascii_fields_and_fields_given_twice(small):
+    """Issue 42: a long non-ASCII field name was quoted cut inside a character, and the answer was
+    a 500 with the JSON library's message; a field given twice was taken silently, the last one."""
+    status, err = small.post("/api/sample", ('{"x' + "\u00e9" * 30 + '": 1}').encode())
+    assert status == 400 and err["error"] == 'unknown field "x' + "\u00e9" * 20 + '..."', err
+    status, err = small.post("/api/sample", '{"n": 1, "n": 3}')
+    assert status == 400 and err["error"] == 'request: "n" is given twice', err
