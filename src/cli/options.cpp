@@ -37,6 +37,7 @@ void Report::emit(const std::string &human, const nlohmann::json &j) const {
     std::printf("%s\n", j.dump(2).c_str());
   else
     std::fputs(human.c_str(), stdout);
+  std::fflush(stdout); // before a --json-file that is stdout (/dev/stdout: written into)
   if (!json_file.empty())
     write_file_atomic(json_file, j.dump(2) + "\n");
 }

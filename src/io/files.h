@@ -25,6 +25,14 @@ int open_regular_file(const std::string &path);
 // The whole file; Error naming the path and the reason (missing, a folder, unreadable).
 std::vector<uint8_t> read_file(const std::string &path);
 
+// All `size` bytes to `fd` (EINTR retried); Error "PATH: cannot write: REASON" otherwise.
+void write_all(int fd, const void *data, size_t size, const std::string &path);
+
+// Before any work: the output `path` can be written as write_file_atomic will write it (its
+// temporary made and removed again: the folder exists, is writable, takes such a name), or, a
+// stream, opened for writing. Error naming `path` and the reason.
+void check_writable(const std::string &path);
+
 struct Png {
   int width = 0, height = 0, channels = 0; // channels as stored (1 to 4)
   std::vector<uint8_t> pixels;             // [height, width, decoded channels]

@@ -283,3 +283,21 @@ def test_a_long_non_ascii_config_key_is_quoted_whole(tmp_path):
     json.dump(config, open(model / "config.json", "w"))
     with pytest.raises(ValueError, match='unknown key "x' + "\u00e9" * 20 + r'\.\.\."'):
         tarnn.Model(str(model))
+
+
+def test_write_png_follows_links_and_writes_into_fifos(small, tmp_path):
+    """Issue 42, point 4: write_png onto a link replaced the link; onto a FIFO, the FIFO."""
+    image = small.sample(1)[0]
+    (tmp_path / "real").mkdir()
+    os.symlink("real/a.png", tmp_path / "link.png")
+    tarnn.write_png(tmp_path / "link.png", image)
+    assert os.path.islink(tmp_path / "link.png")
+    assert np.array_equal(tarnn.read_images(tmp_path / "real" / "a.png")[0], image)
+    fifo = tmp_path / "f.png"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open before the write, read after it
+    tarnn.write_png(fifo, image)
+    data = os.read(reader, 1 << 16)
+    os.close(reader)
+    assert data.startswith(b"\x89PNG") and open(tmp_path / "real" / "a.png", "rb").read() == data
+    assert os.path.exists(fifo) and not os.path.isfile(fifo)  # still a FIFO
