@@ -426,6 +426,53 @@ def test_pipelined_requests_are_refused_explicitly(small):
 
 
 
+def exchange(server, request, half_close=False):
+    """Everything the server sends back for these bytes, until it closes; with half_close the
+    client says it sends no more (shutdown(SHUT_WR), as nc -N does) before reading."""
+    import socket
+    sock = socket.create_connection((server.host, server.port), timeout=30)
+    sock.sendall(request)
+    if half_close:
+        sock.shutdown(socket.SHUT_WR)
+    answer = b""
+    while True:
+        part = sock.recv(65536)
+        if not part:
+            break
+        answer += part
+    sock.close()
+    return answer
+
+
+def test_a_client_that_half_closes_is_answered(small):
+    """Issue 42: a client that shut its sending side after its request (nc -N) got 0 bytes back:
+    httplib took the end of its input for a client gone, and wrote nothing."""
+    own = f"127.0.0.1:{small.port}"
+    answer = exchange(small, f"GET /api/info HTTP/1.1\r\nHost: {own}\r\n\r\n".encode(), True)
+    assert answer.startswith(b"HTTP/1.1 200") and b'"height":5' in answer, answer[:200]
+    body = json.dumps({"image": b64(bytes(40))}).encode()
+    post = (f"POST /api/score HTTP/1.1\r\nHost: {own}\r\nContent-Length: {len(body)}\r\n\r\n"
+            .encode() + body)
+    answer = exchange(small, post, True)
+    assert answer.startswith(b"HTTP/1.1 200") and b"bits_per_dim" in answer, answer[:200]
+    body = json.dumps({"n": 2}).encode()  # a stream of events, to its end
+    post = (f"POST /api/sample HTTP/1.1\r\nHost: {own}\r\nContent-Length: {len(body)}\r\n\r\n"
+            .encode() + body)
+    answer = exchange(small, post, True)
+    assert answer.startswith(b"HTTP/1.1 200") and b"event: done" in answer, answer[:200]
+    answer = exchange(small, f"GET /nowhere HTTP/1.1\r\nHost: {own}\r\n\r\n".encode(), True)
+    assert answer.startswith(b"HTTP/1.1 404"), answer[:200]
+
+
+def test_a_negative_content_length_is_400(small):
+    """Issue 42: Content-Length: -1 got no answer (httplib read it as 2^64 - 1 bytes to skip)."""
+    own = f"127.0.0.1:{small.port}"
+    for length in ("-1", "12abc", "+5"):
+        answer = exchange(small, f"POST /api/sample HTTP/1.1\r\nHost: {own}\r\n"
+                                 f"Content-Length: {length}\r\n\r\n{{}}".encode())
+        assert answer.startswith(b"HTTP/1.1 400") and b"Content-Length" in answer, answer[:300]
+
+
 def test_long_non_ascii_fields_and_fields_given_twice(small):
     """Issue 42: a long non-ASCII field name was quoted cut inside a character, and the answer was
     a 500 with the JSON library's message; a field given twice was taken silently, the last one."""
