@@ -89,7 +89,10 @@ void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook
     };
     if constexpr (!std::is_same_v<Pre, NoPrefill>) // positions 0 .. P-1 at once (prefill.h)
       if (pre) {
-        t = prefill(ops, *pre, c, job, image0, n, p0.data(), p, steps);
+        t = prefill(ops, *pre, c, job, image0, n, p0.data(), p, steps, [&](int64_t positions) {
+          if (hook) // a stop is taken after each image's prefill, not after the chunk's
+            hook(image0 * steps + positions);
+        });
         if (t > 0)
           report();
       }

@@ -83,14 +83,15 @@ Job complete(const json &j, const Config &c) {
     const uint64_t rows = number(j, "keep_rows", 0, uint64_t(c.height), uint64_t(c.height / 2));
     std::fill_n(known.begin(), rows * uint64_t(c.width) * uint64_t(c.channels), 1);
   }
-  bool unknown = false;
   for (size_t t = 0; t < T; ++t) {
     known[t] = known[t] != 0;
     job.known_bytes += known[t];
-    unknown = unknown || (t > 0 && !known[t]);
   }
-  if (!unknown)
-    bad("the mask leaves nothing to generate");
+  try {
+    check_leaves_work(known.data(), T);
+  } catch (const Error &e) {
+    bad(e.what());
+  }
   job.rows = int64_t(number(j, "samples", 1, kMaxSamples, uint64_t(kDefaultSamples)));
   job.seed = number(j, "seed", 0, UINT64_MAX, kDefaultSeed);
   for (int64_t k = 0; k < job.rows; ++k) {

@@ -273,6 +273,21 @@ def test_help_explains_each_argument():
     assert "known" in tarnn.Model.complete.__doc__
 
 
+def test_a_mask_that_keeps_everything_is_refused_as_by_the_command(small, tmp_path):
+    """Issue 42: complete() with an all-known mask gave the input back where `tarnn complete` and
+    serve refuse it: one rule, the same words."""
+    images = small.sample(2)
+    with pytest.raises(ValueError, match="^the mask keeps every pixel: nothing to complete$"):
+        small.complete(images, np.ones((5, 4), bool))
+    per = np.zeros((2, 5, 4), bool)
+    per[1] = True  # the second image's mask keeps all
+    with pytest.raises(ValueError, match="^image 1: the mask keeps every pixel: nothing to"):
+        small.complete(images, per)
+    first_known = np.zeros((5, 4), bool)
+    first_known.flat[0] = True  # p_0 alone: everything else is generated
+    assert small.complete(images, first_known, samples=1).shape == (2, 1, 5, 4, 2)
+
+
 def test_a_long_non_ascii_config_key_is_quoted_whole(tmp_path):
     """Issue 42: the quote of a long unknown key was cut inside a UTF-8 character, and Python got
     an empty ValueError()."""

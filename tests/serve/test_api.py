@@ -193,7 +193,7 @@ def test_score_is_the_commands_score(mnist, tmp_path):
     ("/api/complete", {"image": b64(bytes(39))}, "holds 39 bytes"),
     ("/api/complete", {"image": b64(bytes(41))}, "holds 41 bytes"),
     ("/api/complete", {"image": b64(bytes(40)), "keep_rows": 9}, "keep_rows must be"),
-    ("/api/complete", {"image": b64(bytes(40)), "keep_rows": 5}, "nothing to generate"),
+    ("/api/complete", {"image": b64(bytes(40)), "keep_rows": 5}, "nothing to complete"),
     ("/api/complete", {"image": b64(bytes(40)), "mask": b64(bytes(40)), "keep_rows": 1}, "not both"),
     ("/api/complete", {"image": b64(bytes(40)), "mask": b64(bytes(12))}, "mask holds 12"),
     ("/api/complete", {"image": b64(bytes(40)), "samples": 65}, "samples must be"),
