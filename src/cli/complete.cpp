@@ -122,6 +122,7 @@ int run_complete(const CompleteArgs &a) {
                 count_of(n, "image", "images").c_str(),
                 count_of(a.samples, "sample", "samples").c_str(), describe_mask(known).c_str(),
                 secs, double(n * a.samples) / secs, a.out.c_str());
+  print_warnings(engine);
   nlohmann::json j = json_header("complete");
   j.update(
       {{"model", model},

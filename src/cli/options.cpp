@@ -55,11 +55,14 @@ nlohmann::json json_header(const std::string &command) {
 
 nlohmann::json numerics_json(const Engine &engine) {
   const RunOptions &o = engine.options();
-  return {{"device", name(o.device)},
-          {"device_name", engine.device()},
-          {"precision", name(o.precision)},
-          {"state", name(o.state)},
-          {"threads", o.threads}};
+  return {{"device", name(o.device)},       {"device_name", engine.device()},
+          {"precision", name(o.precision)}, {"state", name(o.state)},
+          {"threads", o.threads},           {"warnings", engine.warnings()}};
+}
+
+void print_warnings(const Engine &engine) {
+  for (const std::string &w : engine.warnings())
+    std::fprintf(stderr, "tarnn: warning: %s\n", w.c_str());
 }
 
 std::string count_of(int64_t n, const char *one, const char *many) {

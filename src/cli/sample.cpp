@@ -185,6 +185,7 @@ int run_sample(SampleArgs a) {
   std::snprintf(line, sizeof line, "%s in %.2f s (%.2f images/s) -> %s\n",
                 count_of(todo, "image", "images").c_str(), secs, double(todo) / secs,
                 where.c_str());
+  print_warnings(engine);
   nlohmann::json j = json_header("sample");
   j.update({{"model", model},
             {"images", a.n},

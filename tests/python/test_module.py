@@ -3,6 +3,7 @@ GIL released while the engine runs, and Ctrl-C. Run by ctest with PYTHONPATH=bui
 TARNN (the command), TARNN_SOURCE (the tree), TARNN_GOLDEN_MNIST (the MNIST-size model)."""
 
 import os
+import sys
 import signal
 import subprocess
 import json
@@ -316,3 +317,19 @@ def test_write_png_follows_links_and_writes_into_fifos(small, tmp_path):
     os.close(reader)
     assert data.startswith(b"\x89PNG") and open(tmp_path / "real" / "a.png", "rb").read() == data
     assert os.path.exists(fifo) and not os.path.isfile(fifo)  # still a FIFO
+
+
+def test_an_fp16_state_beyond_its_measured_range_warns_once(tmp_path):
+    """Issue 42: --state fp16 on a model with large weights moved results with no word."""
+    scale = os.path.join(SRC, "tests", "cli", "scale_weights.py")
+    subprocess.run([sys.executable, scale, SMALL, str(tmp_path / "m"),
+                    "(query|key|value)_projection.weight", "30"], check=True)
+    m = tarnn.Model(str(tmp_path / "m"), state="fp16", threads=2)
+    images = tarnn.read_images(os.path.join(SMALL, "inputs-idx-ubyte"))
+    with pytest.warns(RuntimeWarning, match=r"^state='fp16': this model's state reached \|S\| = "):
+        m.score(images)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once: a second run says nothing
+        m.score(images)
+        tarnn.Model(str(tmp_path / "m"), threads=2).score(images)  # fp32: nothing to say
