@@ -407,25 +407,6 @@ def test_slow_clients_cannot_lock_others_out():
         assert s.stop()[0] == 0
 
 
-def test_pipelined_requests_are_refused_explicitly(small):
-    """Two requests in one write: the first is answered with Connection: close, so the client
-    knows the second was not taken (it was silently dropped)."""
-    import socket
-    own = f"127.0.0.1:{small.port}"
-    sock = socket.create_connection((small.host, small.port), timeout=10)
-    req = f"GET /api/info HTTP/1.1\r\nHost: {own}\r\n\r\n".encode()
-    sock.sendall(req + req)
-    answer = b""
-    while True:
-        part = sock.recv(65536)
-        if not part:
-            break
-        answer += part
-    sock.close()
-    assert answer.count(b"HTTP/1.1 200") == 1 and b"Connection: close" in answer
-
-
-
 def exchange(server, request, half_close=False):
     """Everything the server sends back for these bytes, until it closes; with half_close the
     client says it sends no more (shutdown(SHUT_WR), as nc -N does) before reading."""
@@ -442,6 +423,15 @@ def exchange(server, request, half_close=False):
         answer += part
     sock.close()
     return answer
+
+
+def test_pipelined_requests_are_refused_explicitly(small):
+    """Two requests in one write: the first is answered with Connection: close, so the client
+    knows the second was not taken (it was silently dropped)."""
+    own = f"127.0.0.1:{small.port}"
+    req = f"GET /api/info HTTP/1.1\r\nHost: {own}\r\n\r\n".encode()
+    answer = exchange(small, req + req)
+    assert answer.count(b"HTTP/1.1 200") == 1 and b"Connection: close" in answer
 
 
 def test_a_client_that_half_closes_is_answered(small):
