@@ -49,6 +49,10 @@ struct MaskSpec {
 // nothing is left to generate (every byte from p_1 on known).
 std::vector<uint8_t> make_mask(const MaskSpec &spec, const Config &c);
 
+// Error "the mask keeps every pixel: nothing to complete" when the mask of one image ([T] bytes,
+// nonzero = known) keeps every byte from p_1 on: the one rule of the command, Python and serve.
+void check_leaves_work(const uint8_t *known, size_t T);
+
 // "392 of 784 bytes known".
 std::string describe_mask(const std::vector<uint8_t> &known);
 

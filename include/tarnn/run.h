@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model.h"
 #include "numerics.h"
@@ -99,6 +100,7 @@ struct RunInfo {
   double seconds_steps = 0;  // the rollout itself
   double peak_bandwidth = 0; // cuda: bytes/s of device memory, 0 if unknown
   int kernels_per_step = 0;  // cuda: the kernels a step's graph launches (a profiler's window)
+  float largest_state = 0;   // cpu, --state fp16: the largest |S| an image's state ended with
 };
 
 class Backend; // src/model/backend.h: what each device implements
@@ -134,13 +136,21 @@ public:
   // The device's backend, for the library's own tools (the benchmark's timed steps).
   Backend &backend() { return *backend_; }
 
+  // What the runs so far saw that their results do not show, each said once, in the order seen:
+  // an fp16 state beyond the magnitudes it was measured for (docs/STATE.md). The command prints
+  // them on stderr and in its JSON, Python as warnings.
+  std::vector<std::string> warnings() const;
+
 private:
   friend Engine engine_with(Model model, const RunOptions &options, const Knobs &knobs);
   Engine(Model model, const RunOptions &options, const Knobs &knobs);
+  void note_state_range(const RunInfo &info); // warnings(): an fp16 state beyond its measures
 
   std::unique_ptr<const Model> model_; // a fixed address: the backend points into its weights
   RunOptions options_;
   std::unique_ptr<Backend> backend_;
+  struct Notes; // warnings(), under their own lock (jobs may run at once)
+  std::unique_ptr<Notes> notes_;
 };
 
 } // namespace tarnn

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "options.h"
 
@@ -73,8 +74,10 @@ int run_complete(const CompleteArgs &a) {
         completion_grid_size(n, a.samples, c.height, c.width, c.channels, a.grid.padding);
     check_picture(picture.height, picture.width, picture.channels, a.grid.scale);
   }
-  std::unique_ptr<ImageSink> each; // --out-dir: completion k of image index[i] as INDEX-K.png
+  std::optional<OutputFolder> folder; // --out-dir: removed again if the run leaves it empty
+  std::unique_ptr<ImageSink> each;    // completion k of image index[i] as INDEX-K.png
   if (!a.out_dir.empty()) {
+    folder.emplace(a.out_dir);
     check_folder_space(a.out_dir, n * a.samples);
     each = png_folder_sink(a.out_dir, c.height, c.width, c.channels, [&](int64_t i) {
       return completion_png_name(index[size_t(i / a.samples)], int(i % a.samples));
@@ -134,6 +137,7 @@ int run_complete(const CompleteArgs &a) {
                 count_of(n, "image", "images").c_str(),
                 count_of(a.samples, "sample", "samples").c_str(), describe_mask(known).c_str(),
                 secs, double(n * a.samples) / secs, where.c_str());
+  print_warnings(engine);
   nlohmann::json j = json_header("complete");
   j.update(
       {{"model", model},

@@ -37,6 +37,7 @@ void Report::emit(const std::string &human, const nlohmann::json &j) const {
     std::printf("%s\n", j.dump(2).c_str());
   else
     std::fputs(human.c_str(), stdout);
+  std::fflush(stdout); // before a --json-file that is stdout (/dev/stdout: written into)
   if (!json_file.empty())
     write_file_atomic(json_file, j.dump(2) + "\n");
 }
@@ -54,11 +55,14 @@ nlohmann::json json_header(const std::string &command) {
 
 nlohmann::json numerics_json(const Engine &engine) {
   const RunOptions &o = engine.options();
-  return {{"device", name(o.device)},
-          {"device_name", engine.device()},
-          {"precision", name(o.precision)},
-          {"state", name(o.state)},
-          {"threads", o.threads}};
+  return {{"device", name(o.device)},       {"device_name", engine.device()},
+          {"precision", name(o.precision)}, {"state", name(o.state)},
+          {"threads", o.threads},           {"warnings", engine.warnings()}};
+}
+
+void print_warnings(const Engine &engine) {
+  for (const std::string &w : engine.warnings())
+    std::fprintf(stderr, "tarnn: warning: %s\n", w.c_str());
 }
 
 namespace {

@@ -4,6 +4,7 @@
 // from there; --shard K/N takes one of N contiguous ranges of images.
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "options.h"
 
@@ -53,6 +54,7 @@ void check_flags(const SampleArgs &a) {
 // The outputs asked for, checked before any work (include/tarnn/outputs.h), the resume record
 // last; a resumed run starts at the record's count, and its grid gets the images written before.
 struct Outputs {
+  std::optional<OutputFolder> folder; // --out-dir: removed again if the run leaves it empty
   std::vector<std::unique_ptr<ImageSink>> sinks;
   int64_t start = 0;      // images an interrupted run wrote
   bool resumable = false; // a record is kept (--out-dir or --npy)
@@ -64,7 +66,7 @@ struct Outputs {
     if (!a.out.empty())
       grid = sinks.emplace_back(grid_sink(a.out, a.n, H, W, C, a.grid)).get();
     if (!a.out_dir.empty())
-      make_output_folder(a.out_dir);
+      folder.emplace(a.out_dir);
     if (!a.npy.empty())
       check_output_file(a.npy);
     if (!a.report.json_file.empty())
@@ -75,16 +77,25 @@ struct Outputs {
     for (const auto &s : sinks)
       memory += s->memory_bytes();
     check_memory(memory, "sampling " + count_of(a.n, "image", "images"));
-    if (a.npy.empty() && a.out_dir.empty())
-      return;
-    nlohmann::json run{{"model", model},    {"n", a.n},     {"first", a.first},
-                       {"seed", a.seed},    {"npy", a.npy}, {"out_dir", a.out_dir},
-                       {"shape", {H, W, C}}};
-    if (a.temperature != 1.0) // a record without one (any run before it existed) means 1
-      run["temperature"] = a.temperature;
-    auto record = std::make_unique<ResumeRecord>(
-        !a.npy.empty() ? a.npy + ".partial.json" : a.out_dir + "/.tarnn-sample.json", run.dump());
-    start = a.resume ? record->load() : 0;
+    // the record of a resumable run: an .npy that is a file (not a stream: output_target) or an
+    // --out-dir; a stream is written into from its first image
+    const bool npy_file = !a.npy.empty() && !output_target(a.npy).stream;
+    std::unique_ptr<ResumeRecord> record;
+    if (npy_file || !a.out_dir.empty()) {
+      nlohmann::json run{{"model", model},    {"n", a.n},     {"first", a.first},
+                         {"seed", a.seed},    {"npy", a.npy}, {"out_dir", a.out_dir},
+                         {"shape", {H, W, C}}};
+      if (a.temperature != 1.0) // a record without one (any run before it existed) means 1
+        run["temperature"] = a.temperature;
+      record = std::make_unique<ResumeRecord>(
+          npy_file ? companion_path(output_target(a.npy).path, ".partial.json")
+                   : a.out_dir + "/.tarnn-sample.json",
+          run.dump());
+      start = a.resume ? record->load() : 0;
+    } else if (a.resume) {
+      throw Error(a.npy + ": not a file (a device, a FIFO or a descriptor): a run writing into it "
+                          "cannot be resumed");
+    }
     if (!a.out_dir.empty())
       check_folder_space(a.out_dir, a.n - start); // (an .npy checks its own: its size is known)
     std::vector<ImageSink *> streamed; // what a resumed run checks, and its grid reads back
@@ -95,8 +106,13 @@ struct Outputs {
                   a.out_dir, H, W, C,
                   [first = a.first](int64_t i) { return image_png_name(first + i); }, start))
               .get());
-    if (!a.npy.empty())
-      streamed.push_back(sinks.emplace_back(npy_sink(a.npy, a.n, H, W, C, start)).get());
+    if (!a.npy.empty()) {
+      ImageSink *npy = sinks.emplace_back(npy_sink(a.npy, a.n, H, W, C, start)).get();
+      if (npy_file)
+        streamed.push_back(npy);
+    }
+    if (!record)
+      return;
     for (const ImageSink *s : streamed)
       record->verify(*s);  // what was written before is still there, and unchanged
     if (grid && start > 0) // a resumed grid: the images written before, read back
@@ -169,6 +185,7 @@ int run_sample(SampleArgs a) {
   std::snprintf(line, sizeof line, "%s in %.2f s (%.2f images/s) -> %s\n",
                 count_of(todo, "image", "images").c_str(), secs, double(todo) / secs,
                 where.c_str());
+  print_warnings(engine);
   nlohmann::json j = json_header("sample");
   j.update({{"model", model},
             {"images", a.n},

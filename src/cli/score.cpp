@@ -93,6 +93,7 @@ int run_score(const ScoreArgs &a) {
   char line[256];
   std::snprintf(line, sizeof line, "bits/dim %.6f over %s\n", mean,
                 count_of(images.count, "image", "images").c_str());
+  print_warnings(engine);
   nlohmann::json j = json_header("score");
   j.update({{"model", model},
             {"images_file", files.size() == 1 ? files[0] : ""},

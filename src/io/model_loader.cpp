@@ -11,6 +11,7 @@
 #include "safetensors.h"
 #include "tarnn/error.h"
 #include "tarnn/model.h"
+#include "tarnn/run.h"
 
 namespace tarnn {
 
@@ -138,6 +139,11 @@ Model load_model(const std::string &dir) {
   ::stat(config_path.c_str(), &config_before); // where it fails, from_json_file says why
   m.config = Config::from_json_file(config_path);
   const Config &c = m.config;
+  // config.json says how large the weights are: a model this machine cannot hold is refused
+  // before they are read (an allocation failing halfway said "try a smaller --batch", to info)
+  check_memory(4.0 * double(c.parameter_count()), "loading the model (" + dir + ": " +
+                                                      std::to_string(c.parameter_count()) +
+                                                      " parameters as fp32)");
   const SafeTensors st(dir + "/model.safetensors");
   Reader r(st);
   Weights &w = m.weights;

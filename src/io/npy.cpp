@@ -163,11 +163,27 @@ ImageSet read_npy(const std::string &path, const std::vector<uint8_t> &raw, cons
   return s;
 }
 
+std::string NpyWriter::partial() const {
+  return target_.stream ? path_ : companion_path(target_.path, ".partial");
+}
+
 NpyWriter::NpyWriter(const std::string &path, int64_t n, int height, int width, int channels,
                      int64_t resume_from)
-    : path_(path), n_(n), per_image_(int64_t(height) * width * channels) {
+    : path_(path), target_(output_target(path)), n_(n),
+      per_image_(int64_t(height) * width * channels) {
   const std::string head = npy_header(n, height, width, channels);
   header_ = head.size();
+  if (target_.stream) { // written into in order, as it is: no lock, no partial, no resume
+    if (resume_from > 0)
+      throw Error(path + ": not a file (a device, a FIFO or a descriptor): a run writing into it "
+                         "cannot be resumed",
+                  Error::Kind::File);
+    fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC);
+    if (fd_ < 0)
+      throw Error(os_error(path, "cannot write"), Error::Kind::File);
+    write_all(fd_, head.data(), head.size(), path);
+    return;
+  }
   const std::string part = partial();
   struct stat st {};
   const bool exists = ::stat(part.c_str(), &st) == 0;
@@ -180,6 +196,7 @@ NpyWriter::NpyWriter(const std::string &path, int64_t n, int height, int width, 
   if (fd_ < 0)
     throw Error(os_error(part, resume_from > 0 ? "cannot open to resume" : "cannot write"),
                 Error::Kind::File);
+  made_ = resume_from <= 0; // its content is this writer's: truncated, or made, here
   try {
     lock_output(fd_, path_);
     start(head, resume_from, exists ? int64_t(st.st_size) : 0);
@@ -213,14 +230,22 @@ void NpyWriter::start(const std::string &head, int64_t resume_from, int64_t size
 }
 
 NpyWriter::~NpyWriter() {
-  if (fd_ >= 0)
-    ::close(fd_);
+  if (fd_ < 0)
+    return;
+  ::close(fd_);
+  if (made_ && done_ == 0 && !target_.stream) // a header and no image: nothing to resume
+    ::unlink(partial().c_str());
 }
 
 void NpyWriter::append(const uint8_t *bytes, int64_t count) {
   if (count < 0 || done_ + count > n_)
     throw Error(path_ + ": more images than the " + std::to_string(n_) + " of its shape");
   const size_t size = size_t(count) * size_t(per_image_);
+  if (target_.stream) {
+    write_all(fd_, bytes, size, path_);
+    done_ += count;
+    return;
+  }
   off_t at = off_t(header_) + off_t(done_) * off_t(per_image_);
   for (size_t written = 0; written < size;) {
     const ssize_t w = ::pwrite(fd_, bytes + written, size - written, at);
@@ -240,6 +265,8 @@ void NpyWriter::append(const uint8_t *bytes, int64_t count) {
 }
 
 std::vector<uint8_t> NpyWriter::read(int64_t first, int64_t count) const {
+  if (target_.stream)
+    throw Error(path_ + ": images written into a device or a FIFO cannot be read back");
   if (first < 0 || count < 0 || first > done_ - count)
     throw Error(partial() + ": holds " + std::to_string(done_) + " images, not " +
                 std::to_string(first + count));
@@ -260,11 +287,18 @@ void NpyWriter::finish() {
   if (done_ != n_)
     throw Error(path_ + ": " + std::to_string(done_) + " of " + std::to_string(n_) +
                 " images written");
+  if (target_.stream) {
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0)
+      throw Error(os_error(path_, "cannot write (close)"), Error::Kind::File);
+    return;
+  }
   if (::ftruncate(fd_, off_t(header_) + off_t(n_) * off_t(per_image_)) != 0 || ::fsync(fd_) != 0)
     throw Error(os_error(partial(), "cannot write (sync)"), Error::Kind::File);
   ::close(fd_);
   fd_ = -1;
-  if (::rename(partial().c_str(), path_.c_str()) != 0)
+  if (::rename(partial().c_str(), target_.path.c_str()) != 0) // the file a link names: it stays
     throw Error(os_error(path_, "cannot write"), Error::Kind::File);
 }
 

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "../../kernels/sample_bytes.h"
@@ -94,9 +95,13 @@ double prefill_one(Pre &pre, const Config &c, const uint8_t *bytes, int P,
 // Prefills rows [0, n) of the chunk starting at job row image0 (their p_0 in p0) and sets them up
 // in the batch at position P: the state, the log-likelihoods so far, p_1 .. p_P in the images and
 // p_P in cur, as the first P steps would have. Returns P (< 2: nothing done, the steps start at 0).
+// `done`, where given, is told the positions prefilled so far, (r + 1) P, after each row: it may
+// throw to stop there (a whole chunk's rows are a whole batch's prefill, 9.6 s for 256 MNIST
+// images on one thread: Ctrl-C waited for it).
 template <class Ops, class Pre>
 int prefill(Ops &ops, Pre &pre, const Config &c, const Rollout &job, int64_t image0, int n,
-            const uint8_t *p0, StepParams &params, int steps) {
+            const uint8_t *p0, StepParams &params, int steps,
+            const std::function<void(int64_t)> &done = nullptr) {
   const int P = std::min(leading_run(c, job, image0, n), steps); // a job may stop early
   if (P < 2)
     return 0;
@@ -133,6 +138,8 @@ int prefill(Ops &ops, Pre &pre, const Config &c, const Rollout &job, int64_t ima
     sample_row(0, last.data(), c.mixtures, given,
                job.known ? job.known + size_t(image0 + r) * T : nullptr, T, &cur[size_t(r)],
                out.data() + size_t(r) * T, &lp[size_t(r)], at);
+    if (done)
+      done(int64_t(r + 1) * P);
   }
   ops.upload(b.out, out.data(), out.size());
   ops.upload(b.cur, cur.data(), cur.size());

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../kernels/state_format.h"
 #include "batch.h"
 #include "prefill.h"
 #include "tarnn/run.h"
@@ -33,9 +34,30 @@ inline int rollout_steps(const Config &c, const Rollout &job) {
 // A backend without a parallel prefill passes no Pre: every position is a step.
 struct NoPrefill {};
 
+// Ops whose buffers are in host memory (HostOps: kHostMemory), whose state can be read in place.
+template <class Ops, class = void> struct HostMemory : std::false_type {};
+template <class Ops>
+struct HostMemory<Ops, std::void_t<decltype(Ops::kHostMemory)>> : std::true_type {};
+
+// The largest |S| a chunk's n images hold after position steps - 1, where the ops can read their
+// state in place (host memory) and it is stored in fp16 with that position's exponent; else 0.
+template <class Ops> float largest_fp16_state(Ops &ops, const Config &c, int n, int steps) {
+  if constexpr (HostMemory<Ops>::value) {
+    const StepBuffers &b = ops.buffers();
+    if (b.state_format == StateFormat::Fp16 && steps > 0)
+      return largest_state(b.state, size_t(n) * c.n_layers * c.n_heads, c.features(), c.d_head,
+                           b.state_format, state_scale_exponent(b.state_format, steps - 1));
+  }
+  return 0.0f;
+}
+
+// Runs the job; returns the largest |S| an fp16 state held at the end of an image's rollout, where
+// the ops can read it in place (0 otherwise): the Engine warns when it is beyond the magnitudes
+// the fp16 state was measured for (docs/STATE.md).
 template <class Ops, class Pre = NoPrefill>
-void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook, int report_every,
-             Pre *pre = nullptr) {
+float rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook, int report_every,
+              Pre *pre = nullptr) {
+  float largest = 0.0f;
   const StepBuffers &b = ops.buffers();
   const int T = c.bytes_per_image(), steps = rollout_steps(c, job);
   if (job.log_prob)
@@ -90,7 +112,10 @@ void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook
     };
     if constexpr (!std::is_same_v<Pre, NoPrefill>) // positions 0 .. P-1 at once (prefill.h)
       if (pre) {
-        t = prefill(ops, *pre, c, job, image0, n, p0.data(), p, steps);
+        t = prefill(ops, *pre, c, job, image0, n, p0.data(), p, steps, [&](int64_t positions) {
+          if (hook) // a stop is taken after each image's prefill, not after the chunk's
+            hook(image0 * steps + positions);
+        });
         if (t > 0)
           report();
       }
@@ -108,7 +133,9 @@ void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook
     show(); // columns 1..steps: what the steps wrote; the rest of job.out is left alone
     if (job.log_prob)
       ops.download(job.log_prob + image0, b.log_prob, size_t(n) * 8);
+    largest = std::max(largest, largest_fp16_state(ops, c, n, steps));
   }
+  return largest;
 }
 
 } // namespace tarnn

@@ -332,6 +332,7 @@ public:
       py::gil_scoped_release release;
       images = sample_images(engine_, n, seed, first, p, batch.value_or(0), T);
     }
+    warn_new();
     return to_array(images, {n, c.height, c.width, c.channels});
   }
 
@@ -343,6 +344,7 @@ public:
       py::gil_scoped_release release;
       bpd = score_images(engine_, in, p);
     }
+    warn_new();
     return py::array_t<double>(py::ssize_t(bpd.size()), bpd.data());
   }
 
@@ -362,10 +364,19 @@ public:
       py::gil_scoped_release release;
       out = complete_images(engine_, in, index, mask, samples, seed, p, T);
     }
+    warn_new();
     return to_array(out, {in.count, samples, c.height, c.width, c.channels});
   }
 
 private:
+  // The engine's warnings not yet given (Engine::warnings: once each), as RuntimeWarnings.
+  void warn_new() {
+    const std::vector<std::string> all = engine_.warnings();
+    for (; warned_ < all.size(); ++warned_)
+      if (PyErr_WarnEx(PyExc_RuntimeWarning, python_names(all[warned_]).c_str(), 1) != 0)
+        throw py::error_already_set(); // warnings made errors
+  }
+
   static RunOptions options(const std::string &device, std::optional<int> threads,
                             const std::string &precision, std::optional<int64_t> batch,
                             const std::string &state) {
@@ -414,6 +425,7 @@ private:
   }
 
   Engine engine_;
+  size_t warned_ = 0;
 };
 
 } // namespace

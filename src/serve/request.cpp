@@ -20,12 +20,12 @@ using nlohmann::json;
 json parse_object(const std::string &body) {
   if (body.find_first_not_of(" \t\r\n") == std::string::npos)
     bad("request: the body is empty: a JSON object is expected (docs/SERVE.md)");
-  try {
-    check_json_depth("request", body.data(), body.size(), 8);
+  json j;
+  try { // its nesting bounded, and no field given twice
+    j = parse_json("request", body.data(), body.size(), 8);
   } catch (const Error &e) {
     bad(e.what());
   }
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
     bad("request: not valid JSON");
   if (!j.is_object())
@@ -100,14 +100,15 @@ Job complete(const json &j, const Config &c) {
     const uint64_t rows = number(j, "keep_rows", 0, uint64_t(c.height), uint64_t(c.height / 2));
     std::fill_n(known.begin(), rows * uint64_t(c.width) * uint64_t(c.channels), 1);
   }
-  bool unknown = false;
   for (size_t t = 0; t < T; ++t) {
     known[t] = known[t] != 0;
     job.known_bytes += known[t];
-    unknown = unknown || (t > 0 && !known[t]);
   }
-  if (!unknown)
-    bad("the mask leaves nothing to generate");
+  try {
+    check_leaves_work(known.data(), T);
+  } catch (const Error &e) {
+    bad(e.what());
+  }
   job.rows = int64_t(number(j, "samples", 1, kMaxSamples, uint64_t(kDefaultSamples)));
   job.seed = number(j, "seed", 0, UINT64_MAX, kDefaultSeed);
   job.temperature = temperature(j);

@@ -196,7 +196,7 @@ def test_score_is_the_commands_score(mnist, tmp_path):
     ("/api/complete", {"image": b64(bytes(39))}, "holds 39 bytes"),
     ("/api/complete", {"image": b64(bytes(41))}, "holds 41 bytes"),
     ("/api/complete", {"image": b64(bytes(40)), "keep_rows": 9}, "keep_rows must be"),
-    ("/api/complete", {"image": b64(bytes(40)), "keep_rows": 5}, "nothing to generate"),
+    ("/api/complete", {"image": b64(bytes(40)), "keep_rows": 5}, "nothing to complete"),
     ("/api/complete", {"image": b64(bytes(40)), "mask": b64(bytes(40)), "keep_rows": 1}, "not both"),
     ("/api/complete", {"image": b64(bytes(40)), "mask": b64(bytes(12))}, "mask holds 12"),
     ("/api/complete", {"image": b64(bytes(40)), "samples": 65}, "samples must be"),
@@ -451,14 +451,14 @@ def test_slow_clients_cannot_lock_others_out():
         assert s.stop()[0] == 0
 
 
-def test_pipelined_requests_are_refused_explicitly(small):
-    """Two requests in one write: the first is answered with Connection: close, so the client
-    knows the second was not taken (it was silently dropped)."""
+def exchange(server, request, half_close=False):
+    """Everything the server sends back for these bytes, until it closes; with half_close the
+    client says it sends no more (shutdown(SHUT_WR), as nc -N does) before reading."""
     import socket
-    own = f"127.0.0.1:{small.port}"
-    sock = socket.create_connection((small.host, small.port), timeout=10)
-    req = f"GET /api/info HTTP/1.1\r\nHost: {own}\r\n\r\n".encode()
-    sock.sendall(req + req)
+    sock = socket.create_connection((server.host, server.port), timeout=30)
+    sock.sendall(request)
+    if half_close:
+        sock.shutdown(socket.SHUT_WR)
     answer = b""
     while True:
         part = sock.recv(65536)
@@ -466,5 +466,51 @@ def test_pipelined_requests_are_refused_explicitly(small):
             break
         answer += part
     sock.close()
+    return answer
+
+
+def test_pipelined_requests_are_refused_explicitly(small):
+    """Two requests in one write: the first is answered with Connection: close, so the client
+    knows the second was not taken (it was silently dropped)."""
+    own = f"127.0.0.1:{small.port}"
+    req = f"GET /api/info HTTP/1.1\r\nHost: {own}\r\n\r\n".encode()
+    answer = exchange(small, req + req)
     assert answer.count(b"HTTP/1.1 200") == 1 and b"Connection: close" in answer
 
+
+def test_a_client_that_half_closes_is_answered(small):
+    """Issue 42: a client that shut its sending side after its request (nc -N) got 0 bytes back:
+    httplib took the end of its input for a client gone, and wrote nothing."""
+    own = f"127.0.0.1:{small.port}"
+    answer = exchange(small, f"GET /api/info HTTP/1.1\r\nHost: {own}\r\n\r\n".encode(), True)
+    assert answer.startswith(b"HTTP/1.1 200") and b'"height":5' in answer, answer[:200]
+    body = json.dumps({"image": b64(bytes(40))}).encode()
+    post = (f"POST /api/score HTTP/1.1\r\nHost: {own}\r\nContent-Length: {len(body)}\r\n\r\n"
+            .encode() + body)
+    answer = exchange(small, post, True)
+    assert answer.startswith(b"HTTP/1.1 200") and b"bits_per_dim" in answer, answer[:200]
+    body = json.dumps({"n": 2}).encode()  # a stream of events, to its end
+    post = (f"POST /api/sample HTTP/1.1\r\nHost: {own}\r\nContent-Length: {len(body)}\r\n\r\n"
+            .encode() + body)
+    answer = exchange(small, post, True)
+    assert answer.startswith(b"HTTP/1.1 200") and b"event: done" in answer, answer[:200]
+    answer = exchange(small, f"GET /nowhere HTTP/1.1\r\nHost: {own}\r\n\r\n".encode(), True)
+    assert answer.startswith(b"HTTP/1.1 404"), answer[:200]
+
+
+def test_a_negative_content_length_is_400(small):
+    """Issue 42: Content-Length: -1 got no answer (httplib read it as 2^64 - 1 bytes to skip)."""
+    own = f"127.0.0.1:{small.port}"
+    for length in ("-1", "12abc", "+5"):
+        answer = exchange(small, f"POST /api/sample HTTP/1.1\r\nHost: {own}\r\n"
+                                 f"Content-Length: {length}\r\n\r\n{{}}".encode())
+        assert answer.startswith(b"HTTP/1.1 400") and b"Content-Length" in answer, answer[:300]
+
+
+def test_long_non_ascii_fields_and_fields_given_twice(small):
+    """Issue 42: a long non-ASCII field name was quoted cut inside a character, and the answer was
+    a 500 with the JSON library's message; a field given twice was taken silently, the last one."""
+    status, err = small.post("/api/sample", ('{"x' + "\u00e9" * 30 + '": 1}').encode())
+    assert status == 400 and err["error"] == 'unknown field "x' + "\u00e9" * 20 + '..."', err
+    status, err = small.post("/api/sample", '{"n": 1, "n": 3}')
+    assert status == 400 and err["error"] == 'request: "n" is given twice', err
