@@ -359,7 +359,7 @@ TEST(Loader, AKeyGivenTwiceIsRefused) {
                     "model.safetensors: header: \"predictor.bias\" is given twice");
   TempDir twice;
   folder(twice, StFile().bytes());
-  std::vector<char> config = read_file(small_golden() + "/config.json");
+  std::vector<char> config = tarnn_test::read_file(small_golden() + "/config.json");
   const std::string text(config.begin(), config.end());
   const std::string doubled = "{\"height\": 9, " + text.substr(text.find('{') + 1);
   write_file(twice / "config.json", std::vector<char>(doubled.begin(), doubled.end()));
