@@ -2,12 +2,10 @@
 # tools/check_figures.py on the tree (every measured figure in the README, docs/ and the model
 # cards has a recorded run behind it), and on a made-up tree with one figure of each kind it must
 # report and one of each kind it must let pass.
-set -u
-PY=$1 SRC=$2
-fail=0
-"$PY" "$SRC/tools/check_figures.py" "$SRC" || fail=1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# usage: figures_test.sh PYTHON SOURCE_DIR
+TARNN_PYTHON=$1 SRC=$2 TARNN=unused
+source "$SRC/tests/cli/cli_lib.sh"
+if "$PY" "$SRC/tools/check_figures.py" "$SRC"; then ok; else bad "figures without a recorded run"; fi
 mkdir -p "$work/docs" "$work/models/m" "$work/src" "$work/tools/bench/runs"
 cat >"$work/README.md" <<'EOF'
 # A readme
@@ -52,18 +50,17 @@ int b;
 //    24/64 images  7.90 images/s  ETA 0:00:05
 EOF
 out=$("$PY" "$SRC/tools/check_figures.py" "$work")
-rc=$?
+expect_eq $? 1 "the exit status for a tree with unrecorded figures"
 for want in "README.md:5: 23.01 images/s" "README.md:5: 22.93 images/s" \
             "README.md:5: 23.64 images/s" "README.md:7: 31.37 images/s" \
             "docs/RESULTS.md:13: images/s 12.5, but a.json holds 12.89" \
             "README.md:14: 12.89 images/s" "docs/STATE.md:5: 57.35 images/s" \
             "src/x.cpp:1: 43 images/s" "8 figure(s)"; do
-  grep -qF "$want" <<<"$out" || { echo "FAIL: not reported: $want"; fail=1; }
+  if grep -qF "$want" <<<"$out"; then ok; else bad "not reported: $want"; fi
 done
-for pass in 1.046 7,900 "423 MB" "3.35 TB/s" "10 seconds" 142.8 "README.md:12" "x.cpp:3" \
+for fine in 1.046 7,900 "423 MB" "3.35 TB/s" "10 seconds" 142.8 "README.md:12" "x.cpp:3" \
             "x.cpp:5"; do
-  grep -qF "$pass" <<<"$out" && { echo "FAIL: reported, though recorded: $pass"; fail=1; }
+  if grep -qF "$fine" <<<"$out"; then bad "reported, though recorded: $fine"; else ok; fi
 done
-[ $rc -eq 1 ] || { echo "FAIL: exit $rc for a tree with unrecorded figures"; fail=1; }
-[ $fail -eq 0 ] && echo "figures: ok" || echo "$out"
-exit $fail
+[ $fail -eq 0 ] || echo "$out"
+finish
