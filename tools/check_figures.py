@@ -9,8 +9,10 @@ pixels/s, GFLOP/s, TFLOP/s, MB/s, GB/s, TB/s, "images per second"), bits/dim, a 
 seconds, minutes), a size (KB, MB, GB, TB, KiB, MiB, GiB) or a ratio written onto its number
 (1.66x); a run of numbers before one unit is a run of figures ("22.77 and 22.53 against 27.71
 images/s", "29.47 (27.25-31.00) images/s"); in a table, every number of a column whose header
-names a rate, bits/dim or ms. Counts of bytes ("270,336 bytes") are no figures: a state's or a
-cache's size follows from the model's shape (docs/SPEC.md), and a measured size is in KB/MB/GB.
+names a rate, bits/dim or ms. A number with no unit after it (nor in its column's header) is not
+seen: write the unit after each figure. Counts of bytes ("270,336 bytes") are no figures: a
+state's or a cache's size follows from the model's shape (docs/SPEC.md), and a measured size is
+in KB/MB/GB.
 
 The recorded places (RECORDED): docs/RESULTS.md with its runs under tools/bench/runs, and
 docs/CUDA.md for the GPU; and the studies kept the same way, each figure beside the command that
