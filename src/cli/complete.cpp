@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "options.h"
 
@@ -18,7 +19,8 @@ struct CompleteArgs {
   int64_t keep_rows = 0, keep = 0; // copied into mask when given
   int samples = kDefaultSamples;
   uint64_t seed = kDefaultSeed;
-  GridLayout grid; // -o: --padding, --pad-value, --scale
+  double temperature = 1.0; // as given (docs/SPEC.md section 2)
+  GridLayout grid;          // -o: --padding, --pad-value, --scale
   std::string out, out_dir;
   Report report;
 };
@@ -34,7 +36,10 @@ void check_completions(int64_t images, int samples) {
 // the file is checked once they are read, and is a usage error too: --keep-rows and --keep against
 // the model's size, --index against the file's images.
 void check_flags(const CompleteArgs &a) {
-  require_extension("-o", a.out, ".png", "; the completion grid is a PNG");
+  if (a.out.empty() && a.out_dir.empty() && !a.report.json && a.report.json_file.empty())
+    throw UsageError("name an output: -o GRID.png, --out-dir FOLDER, --json or --json-file FILE");
+  if (!a.out.empty())
+    require_extension("-o", a.out, ".png", "; the completion grid is a PNG");
   for (const auto &[flag, value] :
        {std::pair{"--keep-rows", a.mask.keep_rows}, {"--keep", a.mask.keep}})
     if (value && *value < 0)
@@ -61,13 +66,18 @@ int run_complete(const CompleteArgs &a) {
       a.mask.png.empty() ? as_usage([&] { return make_mask(a.mask, c); }) : make_mask(a.mask, c);
   const int64_t n = int64_t(index.size());
   check_completions(n, a.samples);
-  const Progress bar = progress_bar(c.positions(), a.report.quiet, "completions");
-  check_output_file(a.out); // every output checked before any work
-  const PictureSize picture =
-      completion_grid_size(n, a.samples, c.height, c.width, c.channels, a.grid.padding);
-  check_picture(picture.height, picture.width, picture.channels, a.grid.scale);
-  std::unique_ptr<ImageSink> each; // --out-dir: completion k of image index[i] as INDEX-K.png
+  // the run's clock, and TARNN_PROGRESS_SECONDS checked before any output is touched
+  const ProgressBar bar = progress_bar(c.positions(), a.report.quiet, "completions");
+  if (!a.out.empty()) { // every output checked before any work
+    check_output_file(a.out);
+    const PictureSize picture =
+        completion_grid_size(n, a.samples, c.height, c.width, c.channels, a.grid.padding);
+    check_picture(picture.height, picture.width, picture.channels, a.grid.scale);
+  }
+  std::optional<OutputFolder> folder; // --out-dir: removed again if the run leaves it empty
+  std::unique_ptr<ImageSink> each;    // completion k of image index[i] as INDEX-K.png
   if (!a.out_dir.empty()) {
+    folder.emplace(a.out_dir);
     check_folder_space(a.out_dir, n * a.samples);
     each = png_folder_sink(a.out_dir, c.height, c.width, c.channels, [&](int64_t i) {
       return completion_png_name(index[size_t(i / a.samples)], int(i % a.samples));
@@ -79,19 +89,22 @@ int run_complete(const CompleteArgs &a) {
   // the next is computed; the grid, which holds them all, last: it exists only after a whole run.
   const int64_t images_per_batch =
       std::max<int64_t>(1, engine.batch_for(n * a.samples) / a.samples);
-  ImageSet done{0, c.height, c.width, c.channels, {}};
-  done.bytes.reserve(size_t(n * a.samples) * done.bytes_per_image());
-  const auto t0 = std::chrono::steady_clock::now();
+  ImageSet done{0, c.height, c.width, c.channels, {}}; // for the grid
+  if (!a.out.empty())
+    done.bytes.reserve(size_t(n * a.samples) * done.bytes_per_image());
   try {
     run_in_batches(
-        n, images_per_batch, c.positions() * a.samples, bar,
+        n, images_per_batch, c.positions() * a.samples, bar.progress,
         [&](int64_t first, int64_t count, const Progress &p) {
           const std::vector<int64_t> some(index.begin() + first, index.begin() + first + count);
-          return complete_images(engine, images, some, known, a.samples, a.seed, p);
+          return complete_images(engine, images, some, known, a.samples, a.seed, p,
+                                 float(a.temperature));
         },
         [&](const ImageSet &batch) {
           if (each)
             each->add(batch);
+          if (a.out.empty())
+            return;
           done.bytes.insert(done.bytes.end(), batch.bytes.begin(), batch.bytes.end());
           done.count += batch.count;
         });
@@ -109,16 +122,22 @@ int run_complete(const CompleteArgs &a) {
                    i.signal, written, all);
     return 128 + i.signal;
   }
-  const double secs = seconds_since(t0);
-  write_grid_png(a.out,
-                 completion_grid(images, index, known, done, a.samples, a.grid.padding,
-                                 uint8_t(a.grid.pad_value)),
-                 a.grid.scale);
+  if (!a.out.empty())
+    write_grid_png(a.out,
+                   completion_grid(images, index, known, done, a.samples, a.grid.padding,
+                                   uint8_t(a.grid.pad_value)),
+                   a.grid.scale);
+  const double secs = bar.finish();
+  std::string where;
+  for (const std::string &o : {a.out, a.out_dir})
+    if (!o.empty())
+      where += (where.empty() ? " -> " : ", ") + o;
   char line[512];
-  std::snprintf(line, sizeof line, "%s x %s (%s) in %.2f s (%.2f completions/s) -> %s\n",
+  std::snprintf(line, sizeof line, "%s x %s (%s) in %.2f s (%.2f completions/s)%s\n",
                 count_of(n, "image", "images").c_str(),
                 count_of(a.samples, "sample", "samples").c_str(), describe_mask(known).c_str(),
-                secs, double(n * a.samples) / secs, a.out.c_str());
+                secs, double(n * a.samples) / secs, where.c_str());
+  print_warnings(engine);
   nlohmann::json j = json_header("complete");
   j.update(
       {{"model", model},
@@ -126,6 +145,7 @@ int run_complete(const CompleteArgs &a) {
        {"index", index},
        {"samples", a.samples},
        {"seed", a.seed},
+       {"temperature", a.temperature},
        {"known_bytes", std::count_if(known.begin(), known.end(), [](uint8_t k) { return k != 0; })},
        {"bytes_per_image", c.bytes_per_image()},
        {"seconds", secs},
@@ -148,12 +168,16 @@ Command add_complete(CLI::App &app) {
   cmd->add_option_function<std::string>(
       "--index", [a](const std::string &s) { a->index = s; },
       "images of the file to complete: 3, 0-15, 0,5,9-12 (default: the first 16)");
+  // no default shown: without any of the three the mask is the top half, not --keep-rows 0
   auto *rows = add_number<int64_t>(cmd, "--keep-rows", a->keep_rows,
-                                   "keep the first R pixel rows (default: the top half, as "
-                                   "Figure 3)",
+                                   "keep the first R pixel rows, 0 keeps none (plain "
+                                   "sampling); without --keep-rows, --keep or --mask: the top "
+                                   "half (H/2 rows), as Figure 3",
                                    INT64_MIN + 1, INT64_MAX);
   auto *keep = add_number<int64_t>(cmd, "--keep", a->keep, "keep the first N bytes in raster order",
                                    INT64_MIN + 1, INT64_MAX);
+  rows->default_str("");
+  keep->default_str("");
   auto *mask = cmd->add_option("--mask", a->mask.png,
                                "PNG of the image's height x width: nonzero (white) = known, "
                                "zero (black) = generate; any pattern");
@@ -161,11 +185,12 @@ Command add_complete(CLI::App &app) {
   keep->excludes(mask);
   add_number<int>(cmd, "--samples", a->samples, "completions per image", 1, kMaxSamples);
   add_number<uint64_t>(cmd, "--seed", a->seed, "seed (see the RNG rule below)", 0, UINT64_MAX);
+  add_temperature_option(cmd, a->temperature);
   cmd->add_option("-o,--output", a->out,
-                  "PNG grid: occluded | completions || original, a row per image")
-      ->required();
+                  "PNG grid: occluded | completions || original, a row per image");
   cmd->add_option("--out-dir", a->out_dir,
-                  "also write each completion as INDEX-K.png (8-digit file index, sample k)");
+                  "each completion as INDEX-K.png (8-digit file index, sample k); give -o, "
+                  "--out-dir, --json or --json-file, or several");
   add_grid_options(cmd, a->grid, false);
   add_run_options(cmd, a->run);
   add_report_options(cmd, a->report);

@@ -4,6 +4,7 @@
 // from there; --shard K/N takes one of N contiguous ranges of images.
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "options.h"
 
@@ -16,6 +17,7 @@ struct SampleArgs {
   RunArgs run;
   int64_t n = 64, first = 0;
   uint64_t seed = kDefaultSeed;
+  double temperature = 1.0; // as given (docs/SPEC.md section 2)
   std::string out, out_dir, npy, shard;
   bool resume = false;
   GridLayout grid; // -o: --nrow (--cols), --padding, --pad-value, --scale
@@ -52,6 +54,7 @@ void check_flags(const SampleArgs &a) {
 // The outputs asked for, checked before any work (include/tarnn/outputs.h), the resume record
 // last; a resumed run starts at the record's count, and its grid gets the images written before.
 struct Outputs {
+  std::optional<OutputFolder> folder; // --out-dir: removed again if the run leaves it empty
   std::vector<std::unique_ptr<ImageSink>> sinks;
   int64_t start = 0;      // images an interrupted run wrote
   bool resumable = false; // a record is kept (--out-dir or --npy)
@@ -63,7 +66,7 @@ struct Outputs {
     if (!a.out.empty())
       grid = sinks.emplace_back(grid_sink(a.out, a.n, H, W, C, a.grid)).get();
     if (!a.out_dir.empty())
-      make_output_folder(a.out_dir);
+      folder.emplace(a.out_dir);
     if (!a.npy.empty())
       check_output_file(a.npy);
     if (!a.report.json_file.empty())
@@ -74,19 +77,25 @@ struct Outputs {
     for (const auto &s : sinks)
       memory += s->memory_bytes();
     check_memory(memory, "sampling " + count_of(a.n, "image", "images"));
-    if (a.npy.empty() && a.out_dir.empty())
-      return;
-    auto record = std::make_unique<ResumeRecord>(!a.npy.empty() ? a.npy + ".partial.json"
-                                                                : a.out_dir + "/.tarnn-sample.json",
-                                                 nlohmann::json{{"model", model},
-                                                                {"n", a.n},
-                                                                {"first", a.first},
-                                                                {"seed", a.seed},
-                                                                {"npy", a.npy},
-                                                                {"out_dir", a.out_dir},
-                                                                {"shape", {H, W, C}}}
-                                                     .dump());
-    start = a.resume ? record->load() : 0;
+    // the record of a resumable run: an .npy that is a file (not a stream: output_target) or an
+    // --out-dir; a stream is written into from its first image
+    const bool npy_file = !a.npy.empty() && !output_target(a.npy).stream;
+    std::unique_ptr<ResumeRecord> record;
+    if (npy_file || !a.out_dir.empty()) {
+      nlohmann::json run{{"model", model},    {"n", a.n},     {"first", a.first},
+                         {"seed", a.seed},    {"npy", a.npy}, {"out_dir", a.out_dir},
+                         {"shape", {H, W, C}}};
+      if (a.temperature != 1.0) // a record without one (any run before it existed) means 1
+        run["temperature"] = a.temperature;
+      record = std::make_unique<ResumeRecord>(
+          npy_file ? companion_path(output_target(a.npy).path, ".partial.json")
+                   : a.out_dir + "/.tarnn-sample.json",
+          run.dump());
+      start = a.resume ? record->load() : 0;
+    } else if (a.resume) {
+      throw Error(a.npy + ": not a file (a device, a FIFO or a descriptor): a run writing into it "
+                          "cannot be resumed");
+    }
     if (!a.out_dir.empty())
       check_folder_space(a.out_dir, a.n - start); // (an .npy checks its own: its size is known)
     std::vector<ImageSink *> streamed; // what a resumed run checks, and its grid reads back
@@ -97,8 +106,13 @@ struct Outputs {
                   a.out_dir, H, W, C,
                   [first = a.first](int64_t i) { return image_png_name(first + i); }, start))
               .get());
-    if (!a.npy.empty())
-      streamed.push_back(sinks.emplace_back(npy_sink(a.npy, a.n, H, W, C, start)).get());
+    if (!a.npy.empty()) {
+      ImageSink *npy = sinks.emplace_back(npy_sink(a.npy, a.n, H, W, C, start)).get();
+      if (npy_file)
+        streamed.push_back(npy);
+    }
+    if (!record)
+      return;
     for (const ImageSink *s : streamed)
       record->verify(*s);  // what was written before is still there, and unchanged
     if (grid && start > 0) // a resumed grid: the images written before, read back
@@ -124,16 +138,17 @@ int run_sample(SampleArgs a) {
   const std::string model = find_model(a.model);
   Engine engine(load_model(model), a.run.options()); // checked by check_flags
   const int positions = engine.config().positions();
-  const Progress bar = progress_bar(positions, a.report.quiet);
+  // the run's clock, and TARNN_PROGRESS_SECONDS checked before any output is touched
+  const ProgressBar bar = progress_bar(positions, a.report.quiet);
   Outputs outputs(a, model, engine);
   const int64_t start = outputs.start, todo = a.n - start;
-  const auto t0 = std::chrono::steady_clock::now();
   int64_t written = 0; // images of this invocation on the disk and in the record
   try {
     run_in_batches(
-        todo, engine.batch_for(a.n), positions, bar,
+        todo, engine.batch_for(a.n), positions, bar.progress,
         [&](int64_t first, int64_t count, const Progress &p) {
-          return sample_images(engine, count, a.seed, a.first + start + first, p);
+          return sample_images(engine, count, a.seed, a.first + start + first, p, 0,
+                               float(a.temperature));
         },
         [&](const ImageSet &images) {
           outputs.add(images);
@@ -160,8 +175,8 @@ int run_sample(SampleArgs a) {
                    static_cast<long long>(a.n));
     return 128 + i.signal;
   }
-  const double secs = seconds_since(t0);
   outputs.finish();
+  const double secs = bar.finish();
   std::string where;
   for (const std::string &o : {a.out, a.out_dir, a.npy})
     if (!o.empty())
@@ -170,11 +185,13 @@ int run_sample(SampleArgs a) {
   std::snprintf(line, sizeof line, "%s in %.2f s (%.2f images/s) -> %s\n",
                 count_of(todo, "image", "images").c_str(), secs, double(todo) / secs,
                 where.c_str());
+  print_warnings(engine);
   nlohmann::json j = json_header("sample");
   j.update({{"model", model},
             {"images", a.n},
             {"first", a.first},
             {"seed", a.seed},
+            {"temperature", a.temperature},
             {"resumed_at", start},
             {"seconds", secs},
             {"images_per_second", double(todo) / secs},
@@ -194,6 +211,7 @@ Command add_sample(CLI::App &app) {
   add_number<int64_t>(cmd, "-n", a->n, "number of images", 1, kMaxSampleImages);
   add_number<uint64_t>(cmd, "--seed", a->seed,
                        "seed: image i is the same for any batch, thread count", 0, UINT64_MAX);
+  add_temperature_option(cmd, a->temperature);
   add_number<int64_t>(cmd, "--first", a->first,
                       "index of the first image (split a large job across processes)", 0,
                       INT64_MAX);

@@ -33,10 +33,11 @@ std::exception_ptr thread_start_error(const std::exception &e);
 // run(f): f(0) .. f(n - 1), f(0) on the caller's thread and the rest on n - 1 helper threads
 // started once; returns when all are done, rethrowing the first exception of any. Made for many
 // short calls in a row (a prefill's GEMMs, 33 per chunk): starting a thread per call cost about
-// 70 us each, and waking a core that had gone idle more. A helper spins for about a millisecond
-// after its last call, then sleeps until the next (at once, in a team larger than the machine's
-// cores: spinning there would take a core from a thread at work); all are joined by the
-// destructor. A failed thread start throws from the constructor (thread_start_error).
+// 70 us each (docs/COMPLETE.md), and waking a core that had gone idle more. A helper spins for
+// about a millisecond after its last call, then sleeps until the next (at once, in a team larger
+// than the machine's cores: spinning there would take a core from a thread at work); all are
+// joined by the destructor. A failed thread start throws from the constructor
+// (thread_start_error).
 class WorkerTeam {
 public:
   explicit WorkerTeam(int n);

@@ -1,10 +1,11 @@
 // The GPU suite's paths written since the backend first ran on a GPU (2026-11-22), each end to end
 // against the CPU backend: the fp16 state, every feature map, the prefill's positions kernel in
-// fp16 and with a random-feature map, bf16 GEMMs, the automatic batch at 65,536 images, a step's
-// graph captured and replayed, and the LayerNorm's shuffle reduction. Tolerances are SPEC's
-// (bits/dim within 1e-4 of the CPU backend, 99.9% of sampled pixels); where the device computes
-// what a model of it computes on the host, to the bit (the LayerNorm, on a GPU too), bits. They
-// run on a GPU, or on the emulated device (gpu_suite.h), and skip without either.
+// fp16 and with a random-feature map, the sampler's temperature, bf16 GEMMs, the automatic batch
+// at 65,536 images, a step's graph captured and replayed, and the LayerNorm's shuffle reduction.
+// Tolerances are SPEC's (bits/dim within 1e-4 of the CPU backend, 99.9% of sampled pixels); where
+// the device computes what a model of it computes on the host, to the bit (the LayerNorm, on a GPU
+// too), bits. They run on a GPU, or on the emulated device (gpu_suite.h), and skip without either.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -157,6 +158,50 @@ TEST(CudaPrefill, PositionsKernelInFp16AndWithARandomFeatureMap) {
       EXPECT_NEAR(bpd(a.log_prob[size_t(r)], c), bpd(h.log_prob[size_t(r)], c), 1e-4);
     }
   }
+}
+
+// The sampler's temperature (SPEC section 2; kernels/sample_bytes.h on the device): the small
+// golden sampled at T = 0.7 as the CPU backend samples it, and not as at T = 1; and a job whose
+// images each carry their own key (a server's merged requests: DrawKey in the batch's device
+// memory) at 0.7, 1 and 1.3 gives each image the bytes of a run at its own temperature.
+TEST(CudaTemperature, SampledAsTheCpuBackendAndPerImageAsAlone) {
+  REQUIRE_CUDA_DEVICE();
+  const Model small = load_model(small_golden());
+  const int n = 6;
+  auto sampled = [&](Device device, float T, const float *each) {
+    Outcome r;
+    Rollout job = r.job(small.config, n, 21);
+    job.temperature = T;
+    std::vector<uint64_t> seeds(static_cast<size_t>(n), 21), images(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i)
+      images[size_t(i)] = uint64_t(i);
+    if (each) {
+      job.seeds = seeds.data();
+      job.images = images.data();
+      job.temperatures = each;
+    }
+    engine_with(small, on(device, n).run, Knobs()).run(job);
+    return r.images;
+  };
+  const std::vector<uint8_t> gpu = sampled(Device::Cuda, 0.7f, nullptr);
+  const double same = identical_fraction(gpu, sampled(Device::Cpu, 0.7f, nullptr));
+  EXPECT_GE(same, 0.999) << "T = 0.7";
+  const std::vector<uint8_t> at_one = sampled(Device::Cuda, 1.0f, nullptr);
+  EXPECT_TRUE(gpu != at_one) << "T = 0.7 sampled as T = 1";
+  const float each[n] = {0.7f, 1.0f, 1.3f, 0.7f, 1.0f, 1.3f};
+  const std::vector<uint8_t> merged = sampled(Device::Cuda, 1.0f, each);
+  const size_t bytes = size_t(small.config.bytes_per_image());
+  for (const float t : {0.7f, 1.0f, 1.3f}) {
+    const std::vector<uint8_t> alone = sampled(Device::Cuda, t, nullptr);
+    for (int r = 0; r < n; ++r)
+      if (each[r] == t) {
+        EXPECT_TRUE(std::equal(merged.begin() + r * bytes, merged.begin() + (r + 1) * bytes,
+                               alone.begin() + r * bytes))
+            << "image " << r << " at T = " << t;
+      }
+  }
+  std::printf("T = 0.7: %.5f of sampled pixels as the CPU's, %.5f as at T = 1\n", same,
+              identical_fraction(gpu, at_one));
 }
 
 // The GEMMs as the backend calls them (src/cuda/gemm.h: Y = X W^T, one algorithm per shape, the
