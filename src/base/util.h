@@ -13,6 +13,11 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// "1 image", "2 images".
+inline std::string count_of(long long n, const char *one, const char *many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
 // The folder part of a path: "a/b" -> "a", "b" -> ".", "/b" -> "/".
 inline std::string folder_of(const std::string &path) {
   const size_t slash = path.rfind('/');

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "../base/util.h"
 #include "tarnn/bench.h"
 #include "tarnn/version.h"
 
@@ -28,10 +29,11 @@ std::string line(const char *f, ...) {
 }
 
 std::string cpu_text(const BenchResult &r) {
-  std::string s = line("%s, %s, batch %lld, %d threads, %s, %s GEMMs, %s state (load average "
+  std::string s = line("%s, %s, batch %lld, %s, %s, %s GEMMs, %s state (load average "
                        "%.2f at the start)\n",
                        r.model.c_str(), r.attention_form.c_str(), static_cast<long long>(r.batch),
-                       r.threads, r.cpu.c_str(), name(r.precision), name(r.state), r.load_average);
+                       count_of(r.threads, "thread", "threads").c_str(), r.cpu.c_str(),
+                       name(r.precision), name(r.state), r.load_average);
   s += "  images/s          " + fmt("%.4g", r.images_per_second) +
        (r.extrapolated ? "  [" + r.extrapolation + "]" : "  [all positions measured]") + "\n";
   s += line("  full length       %.4g s for %lld images (mean %.4g ms per step)\n",
@@ -47,9 +49,10 @@ std::string cpu_text(const BenchResult &r) {
   s += line("  memory per image  %lld bytes (%s; linear state: %lld bytes)\n",
             static_cast<long long>(r.memory_bytes_per_image), r.memory_kind.c_str(),
             static_cast<long long>(r.state_bytes_per_image));
-  s += line("  GFLOP/s           %.1f achieved, %.1f peak (this engine's GEMM, %dx%dx%d, %d "
-            "threads): %.0f%%\n",
-            r.gflops_achieved, r.peak_gflops, r.peak_rows, r.peak_in, r.peak_out, r.threads,
+  s += line("  GFLOP/s           %.1f achieved, %.1f peak (this engine's GEMM, %dx%dx%d, %s): "
+            "%.0f%%\n",
+            r.gflops_achieved, r.peak_gflops, r.peak_rows, r.peak_in, r.peak_out,
+            count_of(r.threads, "thread", "threads").c_str(),
             100 * r.gflops_achieved / r.peak_gflops);
   return s;
 }
@@ -108,6 +111,7 @@ std::string bench_json(const BenchResult &r) {
             {"precision", name(r.precision)},
             {"state", name(r.state)},
             {"threads", r.threads},
+            {"threads_from", r.threads_from},
             {"model", r.model},
             {"attention", r.attention},
             {"attention_form", r.attention_form},

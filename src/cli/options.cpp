@@ -54,15 +54,13 @@ nlohmann::json json_header(const std::string &command) {
 
 nlohmann::json numerics_json(const Engine &engine) {
   const RunOptions &o = engine.options();
-  return {{"device", name(o.device)},
-          {"device_name", engine.device()},
-          {"precision", name(o.precision)},
-          {"state", name(o.state)},
-          {"threads", o.threads}};
-}
-
-std::string count_of(int64_t n, const char *one, const char *many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
+  nlohmann::json j = {{"device", name(o.device)},
+                      {"device_name", engine.device()},
+                      {"precision", name(o.precision)},
+                      {"state", name(o.state)},
+                      {"threads", o.threads}};
+  j["threads_from"] = o.threads_from;
+  return j;
 }
 
 namespace {

@@ -46,11 +46,9 @@ void add_report_options(CLI::App *cmd, Report &r);
 // The summary every JSON output starts with: the tarnn version, its commit, the time (UTC).
 nlohmann::json json_header(const std::string &command);
 // What a run used, for its JSON, the same fields in every command: {"device": "cpu",
-// "device_name": "cpu: ..., 8 threads", "precision": "fp32", "state": "fp32", "threads": 8}.
+// "device_name": "cpu: ..., 8 threads", "precision": "fp32", "state": "fp32", "threads": 8,
+// "threads_from": "affinity"}.
 nlohmann::json numerics_json(const Engine &engine);
-
-// "1 image", "2 images".
-std::string count_of(int64_t n, const char *one, const char *many);
 
 // --batch --threads --device --precision --state --tf32 --no-prefill: the numerics as the strings
 // given, parsed and checked (check_run_options) into the library's RunOptions by options(), which

@@ -5,6 +5,7 @@ TARNN (the command), TARNN_SOURCE (the tree), TARNN_GOLDEN_MNIST (the MNIST-size
 import os
 import signal
 import subprocess
+import sys
 import json
 import threading
 import time
@@ -144,6 +145,16 @@ def test_errors_are_pythons(small, tmp_path):
         tarnn.read_images(str(tmp_path / "junk"))
     with pytest.raises(TypeError):
         small.sample("three")
+
+
+def test_every_core_is_the_cores_this_process_may_use():
+    # threads=None under an affinity of one core is one thread, as `taskset -c 0 tarnn` (a fresh
+    # process: the affinity is set before the engine counts the cores)
+    code = ("import os, tarnn; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            f"print(repr(tarnn.Model({SMALL!r})))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True).stdout
+    assert "threads=1," in out and ", 1 thread," in out, out
 
 
 def test_the_gil_is_released_while_the_engine_runs(mnist):
