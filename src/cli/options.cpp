@@ -89,6 +89,26 @@ void catch_interrupts() {
 
 int interrupted() { return caught; }
 
+void interrupt_for_test(int64_t done) {
+  static bool raised = false;
+  const char *env = std::getenv("TARNN_TEST_INTERRUPT_AFTER");
+  if (!env || raised)
+    return;
+  const std::string value = env, count = value.substr(0, value.find(':'));
+  const std::string signal = count.size() < value.size() ? value.substr(count.size() + 1) : "INT";
+  if (count.empty() || count.size() > 18 || count.find_first_not_of("0123456789") != count.npos ||
+      (signal != "INT" && signal != "TERM"))
+    throw Error("TARNN_TEST_INTERRUPT_AFTER must be N or N:TERM, a whole number of outputs (got '" +
+                value.substr(0, 40) + "')");
+  if (done < std::stoll(count))
+    return;
+  raised = true;
+  const int sig = signal == "TERM" ? SIGTERM : SIGINT;
+  ::raise(sig); // through the handler catch_interrupts installed
+  if (!caught)  // a process started with the signal ignored (a background job): caught all the same
+    caught = sig;
+}
+
 RunOptions RunArgs::options() const {
   return as_usage([&] {
     RunOptions o = run;
@@ -233,8 +253,14 @@ void run_in_batches(int64_t total, int64_t batch, int positions_per_image, const
       writing.get();
     return handed;
   };
+  int64_t outputs = 0; // the images of the ImageSets computed (complete: its completions)
   try {
     for (int64_t first = 0; first < total;) {
+      interrupt_for_test(outputs);
+      if (first > 0 && bar) // each batch's end is a report (it throws Interrupted once caught)
+        bar(first * per, total * per);
+      if (const int sig = interrupted())
+        throw Interrupted{sig};
       const int64_t count = std::min(batch, total - first);
       const Progress progress = [&, first](int64_t done, int64_t all) {
         if (!bar)
@@ -245,6 +271,7 @@ void run_in_batches(int64_t total, int64_t batch, int positions_per_image, const
           bar(total * per, total * per);
       };
       auto images = std::make_shared<const ImageSet>(compute(first, count, progress));
+      outputs += images->count;
       written();
       try {
         writing = std::async(std::launch::async, [&write, images] { write(*images); });
@@ -252,8 +279,6 @@ void run_in_batches(int64_t total, int64_t batch, int positions_per_image, const
         write(*images);
       }
       handed = first += count;
-      if (const int sig = interrupted(); sig && first < total)
-        throw Interrupted{sig};
     }
     written();
   } catch (Interrupted &i) {

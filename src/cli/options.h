@@ -90,11 +90,20 @@ struct Interrupted {
 void catch_interrupts();
 int interrupted(); // the signal caught, or 0
 
+// The test hook (docs/ENVIRONMENT.md): with TARNN_TEST_INTERRUPT_AFTER=N (or N:TERM) set, a job
+// that calls this with `done` >= N of its outputs finished (and more to do) raises SIGINT (SIGTERM)
+// at itself, once per process: the run then stops as after a Ctrl-C at that moment, at a point
+// its tests know instead of one that races the machine's speed. Unset: nothing. A value that is
+// not N or N:TERM is an Error.
+void interrupt_for_test(int64_t done);
+
 // A job of `total` images in batches of `batch`: compute(first, count, progress) makes images
 // [first, first + count) and each finished batch goes to write() before the next batch is
 // written, on a thread of its own while the next one is computed (the engine's threads stay
-// busy). Progress on `bar` over the whole job. An interrupt stops it once the batches already
-// computed are written: Interrupted, with `written` their images, is thrown.
+// busy). Progress on `bar` over the whole job, and at each batch's end. An interrupt stops it
+// once the batches already computed are written: Interrupted, with `written` their images, is
+// thrown. Its outputs (the images of the ImageSets computed: images, or completions) are what
+// TARNN_TEST_INTERRUPT_AFTER counts, checked before each batch.
 using ComputeBatch = std::function<ImageSet(int64_t first, int64_t count, const Progress &)>;
 void run_in_batches(int64_t total, int64_t batch, int positions_per_image, const Progress &bar,
                     const ComputeBatch &compute,
