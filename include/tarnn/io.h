@@ -73,6 +73,10 @@ private:
   int fd_ = -1;
 };
 
+// Whether PATH is a finished NpyWriter's array of n images of this size: its header, and its size
+// to the byte (an interrupted run's is PATH.partial; `--resume` of a finished run finds it whole).
+bool npy_is_whole(const std::string &path, int64_t n, int height, int width, int channels);
+
 // For programs (the tarnn command calls it first): on SIGINT, SIGTERM or SIGHUP, delete the
 // temporaries of writes in progress, then die of the signal as before. Without it an interrupted
 // write leaves its hidden temporary behind (the target itself is never half-written).

@@ -144,6 +144,36 @@ void add_run_options(CLI::App *cmd, RunArgs &a) {
       "for comparisons)");
 }
 
+void add_resume_options(CLI::App *cmd, ResumeArgs &r, const std::string &streamed) {
+  cmd->add_flag("--resume", r.resume,
+                "go on with an interrupted run of the same command (its " + streamed +
+                    "); on a finished one, do nothing");
+  cmd->add_flag("--overwrite", r.overwrite,
+                "start over where an interrupted run left its " + streamed +
+                    ", discarding its images and record");
+}
+
+void ResumeArgs::check(bool streams, const std::string &streamed) const {
+  if (resume && overwrite)
+    throw UsageError("--resume goes on with an interrupted run, --overwrite starts over: give one");
+  if ((resume || overwrite) && !streams)
+    throw UsageError(std::string(resume ? "--resume" : "--overwrite") + " is for " + streamed +
+                     " outputs; a grid alone is not resumable");
+}
+
+void ResumeArgs::refuse_unasked_restart(const ResumeRecord &record, const std::string &outputs,
+                                        int64_t total, const char *unit) const {
+  if (resume || overwrite || !record.exists())
+    return;
+  const int64_t count = record.count_on_disk();
+  throw Error(outputs + ": an interrupted run " +
+              (count >= 0 ? "wrote " + std::to_string(count) + " of " + std::to_string(total) +
+                                " " + unit + " there"
+                          : "left its " + std::string(unit) + " there") +
+              " (its record: " + record.where() +
+              "): --resume goes on from there, --overwrite starts over and discards them");
+}
+
 void add_grid_options(CLI::App *cmd, GridLayout &g, bool nrow) {
   if (nrow)
     add_number<int>(cmd, "--nrow,--cols", g.nrow, "grid: images per row (0: a square-ish grid)", 0,

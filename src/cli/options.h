@@ -69,6 +69,20 @@ template <class T>
 CLI::Option *add_number(CLI::App *cmd, const std::string &name, T &var, const std::string &help,
                         T lo, T hi);
 
+// --resume and --overwrite, for a command that streams its outputs beside a ResumeRecord
+// (include/tarnn/outputs.h): an earlier run's work is never thrown away without being asked.
+struct ResumeArgs {
+  bool resume = false, overwrite = false;
+  // Usage errors: both given, or either where nothing is streamed (`streamed`: the flags that
+  // stream, for the message).
+  void check(bool streams, const std::string &streamed) const;
+  // Before the sinks: without --resume or --overwrite, an interrupted run's record beside
+  // `outputs` is refused in one line naming both (an Error).
+  void refuse_unasked_restart(const ResumeRecord &record, const std::string &outputs, int64_t total,
+                              const char *unit) const;
+};
+void add_resume_options(CLI::App *cmd, ResumeArgs &r, const std::string &streamed);
+
 // The look of -o's grid (GridLayout, include/tarnn/outputs.h): --padding, --pad-value, --scale
 // and, where a grid's rows are the user's to choose (sample), --nrow (alias --cols).
 void add_grid_options(CLI::App *cmd, GridLayout &grid, bool nrow);

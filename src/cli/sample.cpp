@@ -17,8 +17,8 @@ struct SampleArgs {
   int64_t n = 64, first = 0;
   uint64_t seed = kDefaultSeed;
   std::string out, out_dir, npy, shard;
-  bool resume = false;
-  GridLayout grid; // -o: --nrow (--cols), --padding, --pad-value, --scale
+  ResumeArgs restart; // --resume, --overwrite
+  GridLayout grid;    // -o: --nrow (--cols), --padding, --pad-value, --scale
   Report report;
 };
 
@@ -43,18 +43,24 @@ void check_flags(const SampleArgs &a) {
     require_extension("-o", a.out, ".png", "; a grid is a PNG (arrays: --npy FILE.npy)");
   if (!a.npy.empty())
     require_extension("--npy", a.npy, ".npy");
-  if (a.resume && a.out_dir.empty() && a.npy.empty())
-    throw UsageError(
-        "--resume continues an --out-dir or --npy output; a grid alone is not resumable");
+  a.restart.check(!a.out_dir.empty() || !a.npy.empty(), "--out-dir or --npy");
   a.run.options();
+}
+
+// --out-dir's names: image i of the run (from --first) is FIRST+i.png.
+std::function<std::string(int64_t)> png_names(const SampleArgs &a) {
+  return [first = a.first](int64_t i) { return image_png_name(first + i); };
 }
 
 // The outputs asked for, checked before any work (include/tarnn/outputs.h), the resume record
 // last; a resumed run starts at the record's count, and its grid gets the images written before.
+// An interrupted run's record is not written over unasked (--resume, --overwrite); --resume of a
+// finished run (no record, every image there) samples nothing and draws the grid from them.
 struct Outputs {
   std::vector<std::unique_ptr<ImageSink>> sinks;
   int64_t start = 0;      // images an interrupted run wrote
   bool resumable = false; // a record is kept (--out-dir or --npy)
+  bool finished = false;  // --resume found the outputs complete
 
   Outputs(const SampleArgs &a, const std::string &model, const Engine &engine) {
     const Config &c = engine.config();
@@ -86,25 +92,43 @@ struct Outputs {
                                                                 {"out_dir", a.out_dir},
                                                                 {"shape", {H, W, C}}}
                                                      .dump());
-    start = a.resume ? record->load() : 0;
+    a.restart.refuse_unasked_restart(*record, streamed_names(a), a.n, "images");
+    if (a.restart.resume && !record->exists() && whole(a, H, W, C)) {
+      finished = true, start = a.n;
+      if (grid) // drawn from the images there
+        grid->add(a.npy.empty()
+                      ? png_folder_sink(a.out_dir, H, W, C, png_names(a), a.n)->read_back(a.n)
+                      : read_images(a.npy));
+      return;
+    }
+    start = a.restart.resume ? record->load() : 0;
     if (!a.out_dir.empty())
       check_folder_space(a.out_dir, a.n - start); // (an .npy checks its own: its size is known)
     std::vector<ImageSink *> streamed; // what a resumed run checks, and its grid reads back
     if (!a.out_dir.empty())
       streamed.push_back(
-          sinks
-              .emplace_back(png_folder_sink(
-                  a.out_dir, H, W, C,
-                  [first = a.first](int64_t i) { return image_png_name(first + i); }, start))
-              .get());
+          sinks.emplace_back(png_folder_sink(a.out_dir, H, W, C, png_names(a), start)).get());
     if (!a.npy.empty())
       streamed.push_back(sinks.emplace_back(npy_sink(a.npy, a.n, H, W, C, start)).get());
+    if (a.restart.overwrite) // the outputs are locked (a running run is not touched): start over
+      record->discard();
     for (const ImageSink *s : streamed)
       record->verify(*s);  // what was written before is still there, and unchanged
     if (grid && start > 0) // a resumed grid: the images written before, read back
       grid->add(streamed.back()->read_back(start));
     sinks.push_back(std::move(record));
     resumable = true;
+  }
+
+  // "DIR, FILE.npy": the streamed outputs, for messages.
+  static std::string streamed_names(const SampleArgs &a) {
+    return a.out_dir + (a.out_dir.empty() || a.npy.empty() ? "" : ", ") + a.npy;
+  }
+
+  // Every streamed output asked for is a finished run's: each PNG there, the .npy whole.
+  static bool whole(const SampleArgs &a, int H, int W, int C) {
+    return (a.npy.empty() || npy_is_whole(a.npy, a.n, H, W, C)) &&
+           (a.out_dir.empty() || png_folder_is_whole(a.out_dir, a.n, png_names(a)));
   }
 
   void add(const ImageSet &images) {
@@ -160,16 +184,20 @@ int run_sample(SampleArgs a) {
                    static_cast<long long>(a.n));
     return 128 + i.signal;
   }
-  const double secs = seconds_since(t0);
+  const double secs = seconds_since(t0), rate = secs > 0 ? double(todo) / secs : 0.0;
   outputs.finish();
   std::string where;
   for (const std::string &o : {a.out, a.out_dir, a.npy})
     if (!o.empty())
       where += (where.empty() ? "" : ", ") + o;
-  char line[512];
-  std::snprintf(line, sizeof line, "%s in %.2f s (%.2f images/s) -> %s\n",
-                count_of(todo, "image", "images").c_str(), secs, double(todo) / secs,
-                where.c_str());
+  char line[1024];
+  if (outputs.finished)
+    std::snprintf(line, sizeof line, "%s: already complete (%s): nothing sampled%s%s\n",
+                  Outputs::streamed_names(a).c_str(), count_of(a.n, "image", "images").c_str(),
+                  a.out.empty() ? "" : "; the grid drawn from them -> ", a.out.c_str());
+  else
+    std::snprintf(line, sizeof line, "%s in %.2f s (%.2f images/s) -> %s\n",
+                  count_of(todo, "image", "images").c_str(), secs, rate, where.c_str());
   nlohmann::json j = json_header("sample");
   j.update({{"model", model},
             {"images", a.n},
@@ -177,7 +205,7 @@ int run_sample(SampleArgs a) {
             {"seed", a.seed},
             {"resumed_at", start},
             {"seconds", secs},
-            {"images_per_second", double(todo) / secs},
+            {"images_per_second", rate},
             {"outputs", {{"grid", a.out}, {"out_dir", a.out_dir}, {"npy", a.npy}}}});
   j.update(numerics_json(engine));
   a.report.emit(line, j);
@@ -200,8 +228,7 @@ Command add_sample(CLI::App &app) {
   cmd->add_option("-o,--output", a->out, "a PNG grid of the images (at most 65,536)");
   cmd->add_option("--out-dir", a->out_dir, "one PNG per image here, named by image index");
   cmd->add_option("--npy", a->npy, "a NumPy .npy of uint8 (N, H, W, C), filled as it goes");
-  cmd->add_flag("--resume", a->resume,
-                "go on with an interrupted run of the same command (its --out-dir or --npy)");
+  add_resume_options(cmd, a->restart, "--out-dir or --npy");
   cmd->add_option("--shard", a->shard,
                   "K/N: only the K-th (from 0) of N contiguous ranges of the -n images");
   add_grid_options(cmd, a->grid, true);

@@ -237,6 +237,15 @@ void check_folder_space(const std::string &dir, int64_t images) {
   check_free_space(dir, uint64_t(images) * kSmallestPng, uint64_t(images));
 }
 
+bool png_folder_is_whole(const std::string &dir, int64_t n,
+                         const std::function<std::string(int64_t)> &name) {
+  struct stat st {};
+  for (int64_t i = 0; i < n; ++i)
+    if (::stat((dir + "/" + name(i)).c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+      return false;
+  return n > 0;
+}
+
 std::unique_ptr<ImageSink> png_folder_sink(const std::string &dir, int height, int width,
                                            int channels, std::function<std::string(int64_t)> name,
                                            int64_t resume_from) {
@@ -270,16 +279,46 @@ std::string hex64(uint64_t v) {
 ResumeRecord::ResumeRecord(std::string path, std::string run)
     : path_(std::move(path)), run_(std::move(run)), checksum_(kFnvBasis) {}
 
+namespace {
+
+// A record's text; false where there is none to read.
+bool read_record(const std::string &path, std::vector<char> &text) {
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return false;
+  char buf[4096];
+  for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;)
+    text.insert(text.end(), buf, buf + got);
+  std::fclose(f);
+  return true;
+}
+
+} // namespace
+
+bool ResumeRecord::exists() const {
+  struct stat st {};
+  return ::lstat(path_.c_str(), &st) == 0;
+}
+
+int64_t ResumeRecord::count_on_disk() const {
+  std::vector<char> text;
+  if (!read_record(path_, text))
+    return -1;
+  const nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+  return j.is_object() && j.contains("done") && j["done"].is_number_integer()
+             ? std::max<int64_t>(j["done"].get<int64_t>(), -1)
+             : -1;
+}
+
+void ResumeRecord::discard() const {
+  if (std::remove(path_.c_str()) != 0 && errno != ENOENT)
+    throw Error(os_error(path_, "cannot remove"), Error::Kind::File);
+}
+
 int64_t ResumeRecord::load() {
   std::vector<char> text;
-  if (FILE *f = std::fopen(path_.c_str(), "rb")) {
-    char buf[4096];
-    for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;)
-      text.insert(text.end(), buf, buf + got);
-    std::fclose(f);
-  } else {
+  if (!read_record(path_, text))
     return done_ = 0; // nothing written yet: start from the beginning
-  }
   const nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("done"))
     throw Error(path_ + ": not a tarnn run record");

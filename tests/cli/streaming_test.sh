@@ -64,6 +64,17 @@ sys.exit(not (len(part) >= keep and part[:keep] == whole[:keep]))" && ok || bad 
 R=(sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" -o "$work/part.png" --batch $B --threads 1 --resume)
 mkdir -p "$work/keep" && cp -r "$work/part.npy.partial" "$work/part.npy.partial.json" "$work/part" "$work/keep/"
 restore() { rm -rf "$work/part" && cp -r "$work/keep/part.npy.partial" "$work/keep/part.npy.partial.json" "$work/keep/part" "$work/"; }
+unchanged() { # WHAT: the partial, its record and the folder are as the interrupted run left them
+  cmp -s "$work/part.npy.partial" "$work/keep/part.npy.partial" && cmp -s "$work/part.npy.partial.json" "$work/keep/part.npy.partial.json" &&
+    diff -r "$work/part" "$work/keep/part" >/dev/null && ok || bad "$1 changed the interrupted run's outputs"
+}
+# finished work is never thrown away unasked: the same command without --resume is refused, in one
+# line naming --resume and --overwrite, and touches nothing; both flags at once are a usage error
+expect_error "$work/part, $work/part.npy: an interrupted run wrote ${written:-?} of $N images there (its record: $work/part.npy.partial.json): --resume goes on from there, --overwrite starts over and discards them" \
+  "$TARNN" "${R[@]:0:${#R[@]}-1}"
+unchanged "a run without --resume"
+expect_usage "--resume goes on with an interrupted run, --overwrite starts over: give one" "$TARNN" "${R[@]}" --overwrite
+unchanged "--resume --overwrite"
 $PY -c "
 import os
 header = os.path.getsize('$work/whole.npy') - $N * 784  # four bytes inside the first image
@@ -99,6 +110,26 @@ cmp -s "$work/whole.npy" "$work/part.npy" && ok || bad "--resume: other bytes th
 diff -r "$work/whole" "$work/part" >/dev/null && ok || bad "--resume: other --out-dir files"
 # the grid holds the images written before the interruption, read back from the .npy's partial
 cmp -s "$work/whole.png" "$work/part.png" && ok || bad "--resume: another grid than an uninterrupted run"
+# --resume of a finished run does nothing and says so, in one line: no image sampled again (the
+# outputs' times unchanged); the grid, gone, is drawn again from the images there
+stamps() { stat -c '%n %y' "$work/part.npy" "$work/part"/*.png; }
+before=$(stamps)
+rm "$work/part.png"
+expect_ok "$TARNN" "${R[@]}"
+expect_eq "$(cat "$work/out")" "$work/part, $work/part.npy: already complete ($N images): nothing sampled; the grid drawn from them -> $work/part.png" "--resume of a finished run"
+[ ! -s "$work/err" ] && ok || bad "--resume of a finished run: $(cat "$work/err")"
+expect_eq "$(stamps)" "$before" "the finished run's outputs after --resume"
+cmp -s "$work/whole.png" "$work/part.png" && ok || bad "--resume of a finished run: another grid"
+expect_ok "$TARNN" "${R[@]}" --json
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['resumed_at'] == j['images'] == $N and j['images_per_second'] == 0))" && ok || bad "--resume of a finished run, --json: $(cat "$work/out")"
+# --overwrite starts over: the partial and its record discarded, a whole run's bytes
+O=(sample --model "$SMALL" -n 8 --seed 2 --batch 2 --npy "$work/o.npy" --out-dir "$work/o")
+expect_ok "$TARNN" sample --model "$SMALL" -n 8 --seed 2 --npy "$work/o1.npy" --quiet
+interrupted_after 4 "$TARNN" "${O[@]}" --quiet
+expect_error "--overwrite starts over" "$TARNN" "${O[@]}"
+expect_ok "$TARNN" "${O[@]}" --overwrite --json
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(j['resumed_at'] != 0)" && ok || bad "--overwrite resumed: $(cat "$work/out")"
+cmp -s "$work/o.npy" "$work/o1.npy" && [ ! -e "$work/o.npy.partial.json" ] && ok || bad "--overwrite: not a whole run's bytes, or its record left"
 TARNN_PROGRESS_SECONDS=0.05 "$TARNN" sample --model "$MNIST" -n 2 --batch 1 --threads 1 --out-dir "$work/q" --quiet >/dev/null 2>"$work/err" && ok || bad "--quiet run failed"
 [ ! -s "$work/err" ] && ok || bad "--quiet wrote progress: $(head -2 "$work/err")"
 expect_error "TARNN_PROGRESS_SECONDS must be a number of seconds" env TARNN_PROGRESS_SECONDS=soon "$TARNN" sample --model "$SMALL" -n 2 --out-dir "$work/x"
@@ -115,6 +146,17 @@ for f in "$work/cpart"/*.png; do
   cmp -s "$f" "$work/cwhole/$(basename "$f")" || bad "complete $(basename "$f"): not the uninterrupted run's"
 done
 [ ! -e "$work/cp.png" ] && ok || bad "an interrupted complete wrote its grid"
+# its --out-dir is resumable as sample's: refused without --resume, then resumed, then finished
+expect_error "$work/cpart: an interrupted run wrote 4 of 6 completions there (its record: $work/cpart/.tarnn-complete.json): --resume goes on from there, --overwrite starts over" \
+  "$TARNN" "${C[@]}" -o "$work/cp.png" --out-dir "$work/cpart"
+expect_ok "$TARNN" "${C[@]}" -o "$work/cp.png" --out-dir "$work/cpart" --resume --json --quiet
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(j['resumed_at'] != 4)" && ok || bad "complete --resume: $(cat "$work/out")"
+diff -r "$work/cwhole" "$work/cpart" >/dev/null && cmp -s "$work/cw.png" "$work/cp.png" && ok || bad "complete --resume: not the uninterrupted run's bytes"
+before=$(stat -c '%n %y' "$work/cpart"/*)
+expect_ok "$TARNN" "${C[@]}" -o "$work/cp.png" --out-dir "$work/cpart" --resume
+expect_eq "$(cat "$work/out")" "$work/cpart: already complete (6 completions): nothing completed; the grid drawn from them -> $work/cp.png" "complete --resume of a finished run"
+expect_eq "$(stat -c '%n %y' "$work/cpart"/*)" "$before" "complete's finished PNGs after --resume"
+cmp -s "$work/cw.png" "$work/cp.png" && ok || bad "complete --resume of a finished run: another grid"
 expect_error "TARNN_TEST_INTERRUPT_AFTER must be N or N:TERM" env TARNN_TEST_INTERRUPT_AFTER=soon "$TARNN" sample --model "$SMALL" -n 2 --out-dir "$work/x"
 echo '{"model": "x", "done": 1}' >"$work/r.npy.partial.json"
 expect_error "written by another run" "$TARNN" sample --model "$SMALL" -n 8 --seed 1 --npy "$work/r.npy" --resume
