@@ -15,6 +15,8 @@
 #include <system_error>
 #include <unistd.h>
 
+#include "../jobs/test_interrupt.h"
+
 namespace tarnn::cli {
 
 void add_model_option(CLI::App *cmd, std::string &model, const std::string &default_model) {
@@ -90,23 +92,12 @@ void catch_interrupts() {
 int interrupted() { return caught; }
 
 void interrupt_for_test(int64_t done) {
-  static bool raised = false;
-  const char *env = std::getenv("TARNN_TEST_INTERRUPT_AFTER");
-  if (!env || raised)
-    return;
-  const std::string value = env, count = value.substr(0, value.find(':'));
-  const std::string signal = count.size() < value.size() ? value.substr(count.size() + 1) : "INT";
-  if (count.empty() || count.size() > 18 || count.find_first_not_of("0123456789") != count.npos ||
-      (signal != "INT" && signal != "TERM"))
-    throw Error("TARNN_TEST_INTERRUPT_AFTER must be N or N:TERM, a whole number of outputs (got '" +
-                value.substr(0, 40) + "')");
-  if (done < std::stoll(count))
-    return;
-  raised = true;
-  const int sig = signal == "TERM" ? SIGTERM : SIGINT;
-  ::raise(sig); // through the handler catch_interrupts installed
-  if (!caught)  // a process started with the signal ignored (a background job): caught all the same
-    caught = sig;
+  if (const int sig = test_interrupt_due(done)) {
+    ::raise(sig); // through the handler catch_interrupts installed
+    if (!caught)  // a process started with the signal ignored (a background job): caught all the
+                  // same
+      caught = sig;
+  }
 }
 
 RunOptions RunArgs::options() const {

@@ -104,11 +104,10 @@ struct Interrupted {
 void catch_interrupts();
 int interrupted(); // the signal caught, or 0
 
-// The test hook (docs/ENVIRONMENT.md): with TARNN_TEST_INTERRUPT_AFTER=N (or N:TERM) set, a job
-// that calls this with `done` >= N of its outputs finished (and more to do) raises SIGINT (SIGTERM)
-// at itself, once per process: the run then stops as after a Ctrl-C at that moment, at a point
-// its tests know instead of one that races the machine's speed. Unset: nothing. A value that is
-// not N or N:TERM is an Error.
+// The test hook (src/jobs/test_interrupt.h): with TARNN_TEST_INTERRUPT_AFTER=N (or N:TERM) set,
+// a job that calls this with `done` >= N of its outputs finished (and more to do) raises SIGINT
+// (SIGTERM) at itself, once per process: the run then stops as after a Ctrl-C at that moment, at
+// a point its tests know instead of one that races the machine's speed. Unset: nothing.
 void interrupt_for_test(int64_t done);
 
 // A job of `total` images in batches of `batch`: compute(first, count, progress) makes images
