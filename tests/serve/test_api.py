@@ -1,6 +1,7 @@
 """tarnn serve's JSON API over loopback: the page, the runs (the same images as the command for
 the same seed, streamed in order, known pixels kept), every kind of bad request, a full queue, a
 client that leaves, and a graceful SIGTERM. Needs numpy and PIL (Debian's python3)."""
+import contextlib
 import json
 import os
 import re
@@ -401,6 +402,37 @@ def test_clients_that_connect_while_the_server_is_stalled_are_all_served():
     assert results == [200] * 64, sorted(map(str, results))[:3]
 
 
+@contextlib.contextmanager
+def slow_clients(s, count, trickling, every, timeout):
+    """`count` connections to `s` that send a request line and a header and then nothing, the
+    first `trickling` of them a byte every `every` seconds; closed at the end."""
+    import socket
+    own = f"127.0.0.1:{s.port}"
+    slow, stop = [], threading.Event()
+
+    def trickle():
+        while not stop.wait(every):
+            for sock in slow[:trickling]:
+                try:
+                    sock.send(b"X")
+                except OSError:
+                    pass
+    t = threading.Thread(target=trickle)
+    try:
+        for _ in range(count):
+            sock = socket.create_connection((s.host, s.port), timeout=timeout)
+            sock.sendall(f"POST /api/sample HTTP/1.1\r\nHost: {own}\r\n".encode())
+            slow.append(sock)
+        t.start()
+        yield slow
+    finally:
+        stop.set()
+        if t.is_alive():
+            t.join()
+        for sock in slow:
+            sock.close()
+
+
 def test_slow_clients_cannot_lock_others_out():
     """300 connections that send a request line and a header and then nothing, 100 of them a byte
     every 0.4 s (a pool of max_queued + 8 threads was held by about 72): normal clients are
@@ -409,46 +441,26 @@ def test_slow_clients_cannot_lock_others_out():
     it. Their deadline itself: test_slow_clients_are_closed_at_their_deadline."""
     import socket
     s = Server(binary(), "--model", SMALL, "--threads", "1", "--client-timeout", "3600")
-    slow = []
-    stop = threading.Event()
     try:
-        own = f"127.0.0.1:{s.port}"
-        for _ in range(300):
+        with slow_clients(s, 300, 100, 0.4, 60) as slow:
+            for _ in range(8):
+                status, body = s.post("/api/score", {"image": b64(bytes(40))})
+                assert status == 200 and "bits_per_dim" in body
+            for sock in slow:  # none was closed to make room
+                sock.setblocking(False)
+                try:
+                    assert sock.recv(100) != b"", "a slow connection was closed"
+                except BlockingIOError:
+                    pass
+                sock.setblocking(True)
+            # a declared 10 GB body is refused at once: its bytes never come, the answer does
             sock = socket.create_connection((s.host, s.port), timeout=60)
-            sock.sendall(f"POST /api/sample HTTP/1.1\r\nHost: {own}\r\n".encode())
-            slow.append(sock)
-
-        def trickle():
-            while not stop.wait(0.4):
-                for sock in slow[:100]:
-                    try:
-                        sock.send(b"X")
-                    except OSError:
-                        pass
-        t = threading.Thread(target=trickle)
-        t.start()
-        for _ in range(8):
-            status, body = s.post("/api/score", {"image": b64(bytes(40))})
-            assert status == 200 and "bits_per_dim" in body
-        for sock in slow:  # none was closed to make room
-            sock.setblocking(False)
-            try:
-                assert sock.recv(100) != b"", "a slow connection was closed"
-            except BlockingIOError:
-                pass
-            sock.setblocking(True)
-        stop.set()
-        t.join()
-        # a declared 10 GB body is refused at once: its bytes never come, the answer does
-        sock = socket.create_connection((s.host, s.port), timeout=60)
-        answer = answer_while_sending(sock, f"POST /api/sample HTTP/1.1\r\nHost: {own}\r\n"
-                                      "Content-Length: 10000000000\r\n\r\n{}".encode(), b"")
-        assert answer.startswith(b"HTTP/1.1 413"), answer
+            answer = answer_while_sending(sock, f"POST /api/sample HTTP/1.1\r\nHost: 127.0.0.1:"
+                                          f"{s.port}\r\nContent-Length: 10000000000\r\n\r\n{{}}"
+                                          .encode(), b"")
+            assert answer.startswith(b"HTTP/1.1 413"), answer
         assert json.loads(s.get("/api/stats")[2])["requests_done"] >= 8
     finally:
-        stop.set()
-        for sock in slow:
-            sock.close()
         assert s.stop()[0] == 0
 
 
@@ -456,38 +468,16 @@ def test_slow_clients_are_closed_at_their_deadline():
     """Connections whose headers do not come within --client-timeout (here 1 s) are closed by the
     server, trickling a byte now and then or not: each sees its end (the 2 minutes of its socket's
     timeout only guard against a hang)."""
-    import socket
     s = Server(binary(), "--model", SMALL, "--threads", "1", "--client-timeout", "1")
-    slow = []
-    stop = threading.Event()
     try:
-        own = f"127.0.0.1:{s.port}"
-        for _ in range(40):
-            sock = socket.create_connection((s.host, s.port), timeout=120)
-            sock.sendall(f"POST /api/sample HTTP/1.1\r\nHost: {own}\r\n".encode())
-            slow.append(sock)
-
-        def trickle():
-            while not stop.wait(0.3):
-                for sock in slow[:20]:
-                    try:
-                        sock.send(b"X")
-                    except OSError:
+        with slow_clients(s, 40, 20, 0.3, 120) as slow:
+            for sock in slow:
+                try:
+                    while sock.recv(100):
                         pass
-        t = threading.Thread(target=trickle)
-        t.start()
-        for sock in slow:
-            try:
-                while sock.recv(100):
+                except ConnectionResetError:
                     pass
-            except ConnectionResetError:
-                pass
-        stop.set()
-        t.join()
     finally:
-        stop.set()
-        for sock in slow:
-            sock.close()
         assert s.stop()[0] == 0
 
 
