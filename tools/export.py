@@ -47,8 +47,8 @@ refused export leaves no --out behind (an existing --out is left as it was).
 A .pt/.pth checkpoint is a Python pickle, and a pickle can run code its author put in it. This
 tool reads with torch's weights-only loader, which runs none: train.py's checkpoints load so.
 Files it refuses (the paper's, whose optimizer state holds floats that torch 1.13's weights-only
-loader rejects; train.py's before 2026-11-22) need --trust-pickle: give it only for files you
-trust. The engine itself never reads pickles: model.safetensors is plain data.
+loader rejects; train.py's before 2026-11-22; TorchScript archives and torch's legacy tar format,
+which torch would not leave to that loader) need --trust-pickle: give it only for files you trust. The engine itself never reads pickles: model.safetensors is plain data.
 """
 
 import argparse

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,17 @@ inline std::string count_of(long long n, const char *one, const char *many) {
 inline std::string folder_of(const std::string &path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// "313.6 kB", "7.84 GB": a size for a message.
+inline std::string size_text(double bytes) {
+  const char *units[] = {"bytes", "kB", "MB", "GB", "TB", "PB", "EB"};
+  int u = 0;
+  for (; bytes >= 1000 && u < 6; ++u)
+    bytes /= 1000;
+  char text[32];
+  std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.3g %s", bytes, units[u]);
+  return text;
 }
 
 // Optimal string alignment distance, for "did you mean": insertions, deletions, substitutions and

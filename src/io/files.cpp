@@ -39,17 +39,6 @@ void lock_output(int fd, const std::string &path) {
 
 namespace {
 
-// "313.6 kB", "7.84 GB": a size for a message.
-std::string size_text(double bytes) {
-  const char *units[] = {"bytes", "kB", "MB", "GB", "TB", "PB"};
-  int u = 0;
-  for (; bytes >= 1000 && u < 5; ++u)
-    bytes /= 1000;
-  char text[32];
-  std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.3g %s", bytes, units[u]);
-  return text;
-}
-
 std::string name_of(const std::string &path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -146,6 +135,22 @@ void check_free_space(const std::string &path, uint64_t bytes, uint64_t files) {
                 Error::Kind::File);
 }
 
+FileStamp stamp_of(const struct stat &st) {
+  auto ns = [](const timespec &t) { return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec; };
+  return FileStamp{uint64_t(st.st_dev), uint64_t(st.st_ino), int64_t(st.st_size), ns(st.st_mtim),
+                   ns(st.st_ctim)};
+}
+
+bool unchanged(int fd, const FileStamp &before) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && stamp_of(st) == before;
+}
+
+std::string changed_while_read(const std::string &path) {
+  return path + ": changed while it was read (being written or copied?): run again once it is " +
+         "complete";
+}
+
 std::vector<uint8_t> read_file(const std::string &path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
@@ -156,6 +161,7 @@ std::vector<uint8_t> read_file(const std::string &path) {
     throw Error(path + ": " + (S_ISDIR(st.st_mode) ? "is a folder, not a file" : "not a file"),
                 Error::Kind::File);
   }
+  const FileStamp before = stamp_of(st);
   std::vector<uint8_t> data(size_t(st.st_size));
   size_t at = 0;
   while (at < data.size()) {
@@ -163,14 +169,16 @@ std::vector<uint8_t> read_file(const std::string &path) {
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
-      const std::string e =
-          n < 0 ? os_error(path, "cannot read") : path + ": shorter than its size";
+      const std::string e = n < 0 ? os_error(path, "cannot read") : changed_while_read(path);
       ::close(fd);
       throw Error(e, Error::Kind::File);
     }
     at += size_t(n);
   }
+  const bool same = unchanged(fd, before);
   ::close(fd);
+  if (!same)
+    throw Error(changed_while_read(path), Error::Kind::File);
   return data;
 }
 

@@ -122,7 +122,13 @@ std::string find_model(const std::string &name, const std::vector<std::string> &
 Model load_model(const std::string &dir) {
   Model m;
   m.source = dir;
-  m.config = Config::from_json_file(dir + "/config.json");
+  // The config and the weights are one version of the folder: the config as it was before the
+  // weights were read is still there after (a folder replaced file by file as it loads could
+  // otherwise give one version's config and another's weights).
+  const std::string config_path = dir + "/config.json";
+  struct stat config_before {};
+  ::stat(config_path.c_str(), &config_before); // where it fails, from_json_file says why
+  m.config = Config::from_json_file(config_path);
   const Config &c = m.config;
   const SafeTensors st(dir + "/model.safetensors");
   Reader r(st);
@@ -151,6 +157,11 @@ Model load_model(const std::string &dir) {
   w.final_norm = r.norm("transformer.norm", d);
   w.predictor = r.linear("predictor", c.d_out(), d);
   r.check_all_used();
+  st.check_unchanged();
+  struct stat config_after {};
+  if (::stat(config_path.c_str(), &config_after) != 0 ||
+      !(stamp_of(config_after) == stamp_of(config_before)))
+    throw Error(changed_while_read(config_path), Error::Kind::File);
   return m;
 }
 

@@ -279,31 +279,18 @@ std::string hex64(uint64_t v) {
 ResumeRecord::ResumeRecord(std::string path, std::string run)
     : path_(std::move(path)), run_(std::move(run)), checksum_(kFnvBasis) {}
 
-namespace {
-
-// A record's text; false where there is none to read.
-bool read_record(const std::string &path, std::vector<char> &text) {
-  FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    return false;
-  char buf[4096];
-  for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;)
-    text.insert(text.end(), buf, buf + got);
-  std::fclose(f);
-  return true;
-}
-
-} // namespace
-
 bool ResumeRecord::exists() const {
   struct stat st {};
   return ::lstat(path_.c_str(), &st) == 0;
 }
 
 int64_t ResumeRecord::count_on_disk() const {
-  std::vector<char> text;
-  if (!read_record(path_, text))
+  std::vector<uint8_t> text;
+  try {
+    text = read_file(path_);
+  } catch (const Error &) { // none, or not readable
     return -1;
+  }
   const nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
   return j.is_object() && j.contains("done") && j["done"].is_number_integer()
              ? std::max<int64_t>(j["done"].get<int64_t>(), -1)
@@ -316,9 +303,10 @@ void ResumeRecord::discard() const {
 }
 
 int64_t ResumeRecord::load() {
-  std::vector<char> text;
-  if (!read_record(path_, text))
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0 && errno == ENOENT)
     return done_ = 0; // nothing written yet: start from the beginning
+  const std::vector<uint8_t> text = read_file(path_); // one version of it, or an Error
   const nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("done"))
     throw Error(path_ + ": not a tarnn run record");

@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "../base/util.h"
 #include "tarnn/tarnn.h"
 
 namespace py = pybind11;
@@ -105,12 +106,45 @@ py::array array_of(py::handle obj, const char *name) {
   wrong_type(name, obj, "an array (numpy, or anything with __array__ or __dlpack__: torch, jax)");
 }
 
+// `a` as a C-ordered array of T: `a` itself where it is one, else a copy (of a view, a broadcast,
+// or with Cast = forcecast another dtype). Every array argument is converted here, never with
+// array_t::ensure: that drops NumPy's MemoryError and returns a null array, which its callers
+// read (a broadcast view of 2**31 images crashed the interpreter). A copy larger than the
+// machine's memory is a MemoryError before NumPy tries (where memory is overcommitted, its
+// allocation would succeed and the copy be killed), and so is one NumPy cannot allocate; each
+// names the argument and the size.
+template <typename T, int Cast = 0>
+py::array_t<T, py::array::c_style> c_order(const py::array &a, const char *name) {
+  using Out = py::array_t<T, py::array::c_style>;
+  const double bytes = double(a.size()) * sizeof(T);
+  auto refuse = [&](PyObject *type, const std::string &why) {
+    const std::vector<py::ssize_t> shape(a.shape(), a.shape() + a.ndim());
+    PyErr_SetString(type, (std::string(name) + ": its copy as a " +
+                           std::string(py::str(py::tuple(py::cast(shape)))) + " " +
+                           std::string(py::str(py::dtype::of<T>())) +
+                           " array in C order would be " + size_text(bytes) + ", " + why)
+                              .c_str());
+    throw py::error_already_set();
+  };
+  const double memory = double(physical_memory_bytes());
+  if (!Out::check_(a) && bytes > memory)
+    refuse(PyExc_MemoryError, "more than this machine's " + size_text(memory) + " of memory");
+  try {
+    const py::array_t<T, py::array::c_style | Cast> out(py::reinterpret_borrow<py::object>(a));
+    return py::reinterpret_borrow<Out>(out);
+  } catch (py::error_already_set &e) {
+    if (e.matches(PyExc_MemoryError))
+      refuse(PyExc_MemoryError, "more than there is memory for");
+    throw;
+  }
+}
+
 // A uint8 array (any strides: copied to C order when it is not), or ValueError.
 py::array_t<uint8_t, py::array::c_style> bytes_of(const py::array &a, const char *name) {
   if (!a.dtype().is(py::dtype::of<uint8_t>()))
     bad(std::string(name) + " must be a uint8 array, not " + std::string(py::str(a.dtype())) +
         (a.dtype().kind() == 'f' ? " (tarnn.to_uint8 converts images in [0, 1])" : ""));
-  return py::array_t<uint8_t, py::array::c_style>::ensure(a);
+  return c_order<uint8_t>(a, name);
 }
 
 // The model's images from a (n, H, W) or (n, H, W, C) array, or any array_of takes; an NCHW batch
@@ -210,7 +244,7 @@ py::array to_uint8(py::object images) {
     return a;
   if (a.dtype().kind() != 'f')
     bad("images must be floats in [0, 1] (or uint8), not " + std::string(py::str(a.dtype())));
-  const auto x = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+  const auto x = c_order<double, py::array::forcecast>(a, "images");
   py::array_t<uint8_t> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
   uint8_t *o = out.mutable_data();
   for (py::ssize_t i = 0; i < x.size(); ++i) {
@@ -325,10 +359,10 @@ private:
   // `known`: booleans (or 0/1 bytes) of the image's shape, (H, W) covering every channel, or one
   // per image: one byte per image byte, as complete_images takes it.
   static std::vector<uint8_t> mask_of(py::handle known, const Config &c, int64_t n) {
-    py::array k = array_of(known, "known");
-    if (k.dtype().is(py::dtype::of<bool>()))
-      k = k.attr("astype")("uint8");
-    const auto arr = bytes_of(k, "known");
+    const py::array k = array_of(known, "known");
+    const auto arr = k.dtype().is(py::dtype::of<bool>())
+                         ? c_order<uint8_t, py::array::forcecast>(k, "known")
+                         : bytes_of(k, "known");
     const auto T = size_t(c.bytes_per_image());
     auto is = [&](std::initializer_list<py::ssize_t> shape) {
       return std::vector<py::ssize_t>(arr.shape(), arr.shape() + arr.ndim()) ==
@@ -441,8 +475,9 @@ PYBIND11_MODULE(tarnn, m) {
         "x / 255 (to_uint8 undoes it exactly).");
   m.def(
       "grid",
-      [](const py::array &images, std::optional<int> nrow, int padding, int pad_value,
+      [](const py::object &obj, std::optional<int> nrow, int padding, int pad_value,
          std::optional<int> scale, std::optional<int> cols) {
+        const py::array images = array_of(obj, "images");
         const auto arr = bytes_of(images, "images");
         const std::string shape = py::str(py::tuple(py::cast(images.request().shape)));
         if (arr.ndim() != 4 && arr.ndim() != 3)

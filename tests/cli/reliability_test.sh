@@ -175,6 +175,38 @@ for sig in INT TERM; do
   no_temporaries "$work/sig" "SIG$sig during --out-dir writes"
 done
 
+# --- a file that changes while it is read (issue 42, point 2): one line and exit 1, never a signal
+# (a mapped model truncated as it loaded: SIGBUS) nor a mix of two versions (images half old and
+# half new were scored). The shim writes the file over with another's bytes at its first read.
+if [ -z "${TARNN_TEST_SANITIZED:-}" ]; then
+  changing() { # FILE OTHER CMD...: CMD, FILE written over by OTHER as CMD first reads it
+    local file=$1 other=$2
+    shift 2
+    LD_PRELOAD=$FAULT TARNN_CHANGE_FILE=$file TARNN_CHANGE_TO=$other "$@"
+  }
+  cp -r "$SMALL" "$work/moving"
+  : >"$work/no-bytes"
+  expect_error "$work/moving/model.safetensors: changed while it was read" \
+    changing "$work/moving/model.safetensors" "$work/no-bytes" "$TARNN" info --model "$work/moving"
+  cp "$SMALL/model.safetensors" "$work/moving/"
+  sed 's/"gelu"/"relu"/' "$SMALL/config.json" >"$work/relu.json"
+  expect_error "$work/moving/config.json: changed while it was read" \
+    changing "$work/moving/config.json" "$work/relu.json" "$TARNN" info --model "$work/moving"
+  cp "$SMALL/config.json" "$work/moving/"
+  # config.json replaced once read, as the weights are read: one version's config is not loaded
+  # with another's weights
+  TARNN_CHANGE_WHEN=$work/moving/model.safetensors expect_error "$work/moving/config.json: changed while it was read" \
+    changing "$work/moving/config.json" "$work/relu.json" "$TARNN" info --model "$work/moving"
+  cp "$SMALL/config.json" "$work/moving/"
+  $PY -c "import sys; d = bytearray(open(sys.argv[1], 'rb').read()); d[20:] = bytes(255 - b for b in d[20:]); open(sys.argv[2], 'wb').write(d)" \
+    "$SMALL/inputs-idx-ubyte" "$work/inverted-idx" # other images, the same shapes
+  cp "$SMALL/inputs-idx-ubyte" "$work/images-idx"
+  expect_error "$work/images-idx: changed while it was read" \
+    changing "$work/images-idx" "$work/inverted-idx" "$TARNN" score --model "$SMALL" --images "$work/images-idx"
+else
+  echo "files changing as they are read: skipped under the sanitizers (tests/io/test_loader.cpp runs)"
+fi
+
 # --- every image tarnn writes, tarnn reads back (a 2-channel model's own samples)
 expect_ok "$TARNN" sample --model "$SMALL" -n 2 --seed 5 -o "$work/two.png" --out-dir "$work/two"
 expect_ok "$TARNN" score --model "$SMALL" --images "$work/two/00000001.png"

@@ -4,6 +4,8 @@ ways; errors name Python's parameters; repr says what a Model is. Run by ctest a
 
 import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -154,3 +156,49 @@ def test_a_grid_of_no_images_is_refused():
     with pytest.raises(ValueError, match="a grid needs at least one image"):
         tarnn.grid(np.zeros((0, 3, 3), np.uint8))
 
+
+
+def test_an_array_too_large_to_copy_is_an_error_not_a_crash():
+    # Broadcast views cost nothing until copied: in C order, 2**45 images of the small model's are
+    # 1.4 PB. Each entry point must raise MemoryError naming the size, where pybind11's
+    # array_t::ensure dropped NumPy's and handed back a null array, which crashed the interpreter.
+    # A copy within the machine's memory that NumPy cannot allocate (here under a limit on the
+    # address space) is a MemoryError too. In a child process, so that a crash fails this test,
+    # not the run.
+    code = f"""
+import resource, numpy as np, tarnn
+m = tarnn.Model({str(SMALL)!r}, threads=1)
+huge = np.broadcast_to(np.zeros((5, 4, 2), np.uint8), (2**45, 5, 4, 2))
+def limited():
+    vm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmSize:"))
+    resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + 2**28, resource.RLIM_INFINITY))
+    m.score(np.broadcast_to(np.zeros((5, 4, 2), np.uint8), (2**25, 5, 4, 2)))  # 1.3 GB
+calls = {{
+    "score": lambda: m.score(huge),
+    "complete": lambda: m.complete(huge, np.ones((5, 4), bool), samples=1),
+    "to_float": lambda: tarnn.to_float(huge),
+    "grid": lambda: tarnn.grid(huge),
+    "to_uint8": lambda: tarnn.to_uint8(np.broadcast_to(np.float32(0.5), (2**45, 5, 4, 2))),
+    "write_png": lambda: tarnn.write_png("never.png", np.broadcast_to(np.uint8(0), (2**25, 2**25))),
+    "limited": limited,  # last: the limit stays
+}}
+for name, call in calls.items():
+    try:
+        call()
+        print(name, "| returned")
+    except Exception as e:
+        print(name, "|", type(e).__name__, "|", e, flush=True)
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, f"exit {run.returncode}: {run.stdout}{run.stderr}"
+    lines = dict(line.split(" | ", 1) for line in run.stdout.splitlines())
+    images = "images: its copy as a (35184372088832, 5, 4, 2) uint8 array in C order would be 1.41 PB"
+    want = {"score": images, "complete": images, "to_float": images, "grid": images,
+            "to_uint8": images.replace("uint8", "float64").replace("1.41", "11.3"),
+            "write_png": "image: its copy as a (33554432, 33554432) uint8 array in C order would "
+                         "be 1.13 PB",
+            "limited": "images: its copy as a (33554432, 5, 4, 2) uint8 array in C order would be "
+                       "1.34 GB"}
+    assert lines.keys() == want.keys(), run.stdout
+    for name, message in want.items():
+        assert lines[name].startswith(f"MemoryError | {message}, more than "), lines[name]
