@@ -60,15 +60,15 @@ phase "the release tests"
 # from them and are left to the release pass, as are the README's commands, which the cli suites
 # cover: under ASan they took 11 of CI's 20 minutes; and the browser test, whose page is
 # JavaScript: the API and load tests run the instrumented server; the check of the CMake option
-# helper, which compiles nothing; the GPU runbook's dry run, plan and weights' way home, shell and
-# Python; the trainer's modes, PyTorch; the state format's comparison with the PyTorch reference,
-# whose C++ test_state runs instrumented). The goldens made with torch are the release pass's
-# (-FS: not made again).
+# helper, which compiles nothing, and of the docs' figures, Python; the GPU runbook's dry run, plan
+# and weights' way home, shell and Python; the trainer's modes, PyTorch; the state format's
+# comparison with the PyTorch reference, whose C++ test_state runs instrumented). The goldens made
+# with torch are the release pass's (-FS: not made again).
 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_C_COMPILER=clang -DTARNN_FUZZ=ON -DTARNN_CUDA=OFF -DTARNN_GOLDEN_DIR="$PWD/build"
 cmake --build build-sanitize -j"$jobs"
 phase "the sanitizer build"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-sanitize --output-on-failure -j"$jobs" -FS '^golden_(mnist|maps)' \
-  -E '^(reference|training|train_modes|install|readme|serve_browser|cmake_option|lease_.*|state_reference|make_golden_.*)$'
+  -E '^(reference|training|train_modes|install|readme|serve_browser|cmake_option|figures|lease_.*|state_reference|make_golden_.*)$'
 phase "the sanitizer tests"

@@ -31,10 +31,88 @@ import signal
 import sys
 import time
 
-import numpy as np
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_config import MNIST_CONFIG  # noqa: E402  (plain data: the flags, without torch)
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--train", help="training images (IDX)")
+    ap.add_argument("--heldout", help="held-out images (IDX)")
+    ap.add_argument("--ckpt", required=True, help="checkpoint file (resumed when it exists)")
+    for key, val in MNIST_CONFIG.items():
+        ap.add_argument("--" + key.replace("_", "-"), type=type(val), default=val,
+                        help=f"model {key} (default {val}; ignored when resuming)")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=3e-4,
+                    help="Adam learning rate (the paper's is 1e-4 at batch 10; here, batch 16, the "
+                         "train loss stalled at 1e-4 and fell steadily at 3e-4; a high rate's "
+                         "weights read worse by their noise until the rate decays or --ema)")
+    ap.add_argument("--head-lr-mult", type=float, default=1.0,
+                    help="learning rate multiplier for the output head (predictor)")
+    ap.add_argument("--warmup", type=int, default=300, help="linear warm-up steps")
+    ap.add_argument("--ref-batch", type=int, default=0, metavar="N",
+                    help="--lr and --warmup are tuned for batch N: scale the rate by "
+                         "sqrt(batch / N) and the warm-up to the same number of images (a GPU's "
+                         "larger batch; 0: as given)")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the model where this torch has it (2.x; 1.13 runs "
+                         "without, saying so)")
+    ap.add_argument("--compile-timeout", type=float, default=120.0, metavar="SECONDS",
+                    help="--compile: the first steps (where torch.compile compiles) may take this "
+                         "long in all; a compile that fails or runs longer is dropped and training "
+                         "goes on in eager mode from the same step (default 120)")
+    ap.add_argument("--rate-seconds", type=float, default=0.0, metavar="S",
+                    help="measure images/s over the first S seconds of training after compiling "
+                         "(evals and checkpoints left out), print it and write --rate-file")
+    ap.add_argument("--rate-file", metavar="JSON", help="where --rate-seconds writes its figure")
+    ap.add_argument("--clip", type=float, default=1.0, help="gradient norm clip")
+    ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: never)")
+    ap.add_argument("--minutes", type=float, default=0.0,
+                    help="stop (and checkpoint) after this many minutes of this run (0: never)")
+    ap.add_argument("--end-at", type=float, default=0.0, metavar="UNIX_TIME",
+                    help="stop (and checkpoint) at this time: --minutes becomes the time from the "
+                         "start of training to it, so --time-decay ends there (a lease's plan)")
+    ap.add_argument("--decay-start", type=int, default=0, metavar="STEP",
+                    help="step at which a cosine decay of the learning rate to --lr-final begins")
+    ap.add_argument("--decay-steps", type=int, default=0,
+                    help="length of that decay in steps (0: constant learning rate after warm-up)")
+    ap.add_argument("--lr-final", type=float, default=0.0,
+                    help="learning rate at the end of the decay and after it")
+    ap.add_argument("--time-decay", type=float, default=0.0, metavar="FRACTION",
+                    help="with --minutes: cosine decay to --lr-final over this last fraction of "
+                         "the time")
+    ap.add_argument("--ckpt-minutes", type=float, default=5.0)
+    ap.add_argument("--eval-every", type=int, default=200, help="steps between held-out evals")
+    ap.add_argument("--eval-images", type=int, default=200, help="held-out images per eval")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
+    ap.add_argument("--fp32", action="store_true", help="no bf16 autocast")
+    ap.add_argument("--chunk", type=int, default=32,
+                    help="linear attention in blocks of this many positions (0: the plain masked "
+                         "form; same function, about 1.8x slower on a CPU)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ema", type=float, default=0.0, metavar="DECAY",
+                    help="also keep an exponential moving average of the weights (e.g. 0.995), "
+                         "saved as the checkpoint's 'ema_state' and evaluated at each eval")
+    ap.add_argument("--use-ema", action="store_true",
+                    help="--eval-only: evaluate the checkpoint's averaged weights")
+    ap.add_argument("--init-from", metavar="MODEL_DIR",
+                    help="start from an exported model folder's weights when --ckpt does not "
+                         "exist yet (e.g. continue training models/mnist on another machine)")
+    ap.add_argument("--eval-only", action="store_true",
+                    help="print fp32 held-out bits/dim of the checkpoint over every image and exit")
+    ap.add_argument("--trust-pickle", action="store_true",
+                    help="load a checkpoint that is a full pickle (one written before 2026-11-22): "
+                         "it can run code, so only a file you made or trust")
+    return ap.parse_args()
+
+
+# The arguments before numpy and torch: --help and a usage error need neither (any Python).
+ARGS = parse_args() if __name__ == "__main__" else None
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
 import tarnn_model as tm  # noqa: E402
 from mnist_data import IdxError, read_idx  # noqa: E402
 
@@ -245,80 +323,7 @@ def learning_rate(args, step, ease=None, elapsed=0.0):
     return lr
 
 
-def parse_args():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--train", help="training images (IDX)")
-    ap.add_argument("--heldout", help="held-out images (IDX)")
-    ap.add_argument("--ckpt", required=True, help="checkpoint file (resumed when it exists)")
-    for key, val in tm.MNIST_CONFIG.items():
-        ap.add_argument("--" + key.replace("_", "-"), type=type(val), default=val,
-                        help=f"model {key} (default {val}; ignored when resuming)")
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--lr", type=float, default=3e-4,
-                    help="Adam learning rate (the paper's is 1e-4 at batch 10; here, batch 16, the "
-                         "train loss stalled at 1e-4 and fell steadily at 3e-4; a high rate's "
-                         "weights read worse by their noise until the rate decays or --ema)")
-    ap.add_argument("--head-lr-mult", type=float, default=1.0,
-                    help="learning rate multiplier for the output head (predictor)")
-    ap.add_argument("--warmup", type=int, default=300, help="linear warm-up steps")
-    ap.add_argument("--ref-batch", type=int, default=0, metavar="N",
-                    help="--lr and --warmup are tuned for batch N: scale the rate by "
-                         "sqrt(batch / N) and the warm-up to the same number of images (a GPU's "
-                         "larger batch; 0: as given)")
-    ap.add_argument("--compile", action="store_true",
-                    help="torch.compile the model where this torch has it (2.x; 1.13 runs "
-                         "without, saying so)")
-    ap.add_argument("--compile-timeout", type=float, default=120.0, metavar="SECONDS",
-                    help="--compile: the first steps (where torch.compile compiles) may take this "
-                         "long in all; a compile that fails or runs longer is dropped and training "
-                         "goes on in eager mode from the same step (default 120)")
-    ap.add_argument("--rate-seconds", type=float, default=0.0, metavar="S",
-                    help="measure images/s over the first S seconds of training after compiling "
-                         "(evals and checkpoints left out), print it and write --rate-file")
-    ap.add_argument("--rate-file", metavar="JSON", help="where --rate-seconds writes its figure")
-    ap.add_argument("--clip", type=float, default=1.0, help="gradient norm clip")
-    ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: never)")
-    ap.add_argument("--minutes", type=float, default=0.0,
-                    help="stop (and checkpoint) after this many minutes of this run (0: never)")
-    ap.add_argument("--end-at", type=float, default=0.0, metavar="UNIX_TIME",
-                    help="stop (and checkpoint) at this time: --minutes becomes the time from the "
-                         "start of training to it, so --time-decay ends there (a lease's plan)")
-    ap.add_argument("--decay-start", type=int, default=0, metavar="STEP",
-                    help="step at which a cosine decay of the learning rate to --lr-final begins")
-    ap.add_argument("--decay-steps", type=int, default=0,
-                    help="length of that decay in steps (0: constant learning rate after warm-up)")
-    ap.add_argument("--lr-final", type=float, default=0.0,
-                    help="learning rate at the end of the decay and after it")
-    ap.add_argument("--time-decay", type=float, default=0.0, metavar="FRACTION",
-                    help="with --minutes: cosine decay to --lr-final over this last fraction of "
-                         "the time")
-    ap.add_argument("--ckpt-minutes", type=float, default=5.0)
-    ap.add_argument("--eval-every", type=int, default=200, help="steps between held-out evals")
-    ap.add_argument("--eval-images", type=int, default=200, help="held-out images per eval")
-    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
-    ap.add_argument("--fp32", action="store_true", help="no bf16 autocast")
-    ap.add_argument("--chunk", type=int, default=32,
-                    help="linear attention in blocks of this many positions (0: the plain masked "
-                         "form; same function, about 1.8x slower on a CPU)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--ema", type=float, default=0.0, metavar="DECAY",
-                    help="also keep an exponential moving average of the weights (e.g. 0.995), "
-                         "saved as the checkpoint's 'ema_state' and evaluated at each eval")
-    ap.add_argument("--use-ema", action="store_true",
-                    help="--eval-only: evaluate the checkpoint's averaged weights")
-    ap.add_argument("--init-from", metavar="MODEL_DIR",
-                    help="start from an exported model folder's weights when --ckpt does not "
-                         "exist yet (e.g. continue training models/mnist on another machine)")
-    ap.add_argument("--eval-only", action="store_true",
-                    help="print fp32 held-out bits/dim of the checkpoint over every image and exit")
-    ap.add_argument("--trust-pickle", action="store_true",
-                    help="load a checkpoint that is a full pickle (one written before 2026-11-22): "
-                         "it can run code, so only a file you made or trust")
-    return ap.parse_args()
-
-
-def main():
-    args = parse_args()
+def main(args):
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -521,4 +526,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

@@ -13,11 +13,28 @@
 
 namespace tarnn {
 
-// Before any work: `path` can be written (its folder exists and is a writable folder, and it is
-// not itself a folder). Throws Error naming it.
+// Before any work: `path` can be written (its folder exists and is a writable folder, it takes
+// such a name, and it is not itself a folder; or it is a stream: io.h, output_target). Throws
+// Error naming it.
 void check_output_file(const std::string &path);
-// Before any work: `dir` is a folder or can be made one (it is made here).
-void make_output_folder(const std::string &dir);
+// Before any work: `dir` is a writable folder or can be made one (it is made here: true when it
+// was not there).
+bool make_output_folder(const std::string &dir);
+
+// An output folder for one run, made (make_output_folder) when the run starts; one that this run
+// made and that is still empty when it ends (it failed or was stopped before its first image) is
+// removed again, so a run that finished nothing leaves nothing. A folder that was there stays.
+class OutputFolder {
+public:
+  explicit OutputFolder(const std::string &dir);
+  ~OutputFolder();
+  OutputFolder(const OutputFolder &) = delete;
+  OutputFolder &operator=(const OutputFolder &) = delete;
+
+private:
+  std::string dir_;
+  bool made_;
+};
 
 // The file names of per-image outputs: image 42 of a run "00000042.png"; completion 3 of file
 // image 42 "00000042-03.png".

@@ -14,7 +14,7 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// "1 image", "2 images".
+// "1 image", "2 images": a count and its noun, singular for one.
 inline std::string count_of(long long n, const char *one, const char *many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }

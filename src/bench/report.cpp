@@ -29,11 +29,12 @@ std::string line(const char *f, ...) {
 }
 
 std::string cpu_text(const BenchResult &r) {
-  std::string s = line("%s, %s, batch %lld, %s, %s, %s GEMMs, %s state (load average "
-                       "%.2f at the start)\n",
-                       r.model.c_str(), r.attention_form.c_str(), static_cast<long long>(r.batch),
-                       count_of(r.threads, "thread", "threads").c_str(), r.cpu.c_str(),
-                       name(r.precision), name(r.state), r.load_average);
+  const std::string threads = count_of(r.threads, "thread", "threads");
+  std::string s =
+      line("%s, %s, batch %lld, %s, %s, %s GEMMs, %s state (load average "
+           "%.2f at the start)\n",
+           r.model.c_str(), r.attention_form.c_str(), static_cast<long long>(r.batch),
+           threads.c_str(), r.cpu.c_str(), name(r.precision), name(r.state), r.load_average);
   s += "  images/s          " + fmt("%.4g", r.images_per_second) +
        (r.extrapolated ? "  [" + r.extrapolation + "]" : "  [all positions measured]") + "\n";
   s += line("  full length       %.4g s for %lld images (mean %.4g ms per step)\n",
@@ -51,8 +52,7 @@ std::string cpu_text(const BenchResult &r) {
             static_cast<long long>(r.state_bytes_per_image));
   s += line("  GFLOP/s           %.1f achieved, %.1f peak (this engine's GEMM, %dx%dx%d, %s): "
             "%.0f%%\n",
-            r.gflops_achieved, r.peak_gflops, r.peak_rows, r.peak_in, r.peak_out,
-            count_of(r.threads, "thread", "threads").c_str(),
+            r.gflops_achieved, r.peak_gflops, r.peak_rows, r.peak_in, r.peak_out, threads.c_str(),
             100 * r.gflops_achieved / r.peak_gflops);
   return s;
 }

@@ -39,6 +39,7 @@ void Report::emit(const std::string &human, const nlohmann::json &j) const {
     std::printf("%s\n", j.dump(2).c_str());
   else
     std::fputs(human.c_str(), stdout);
+  std::fflush(stdout); // before a --json-file that is stdout (/dev/stdout: written into)
   if (!json_file.empty())
     write_file_atomic(json_file, j.dump(2) + "\n");
 }
@@ -56,13 +57,15 @@ nlohmann::json json_header(const std::string &command) {
 
 nlohmann::json numerics_json(const Engine &engine) {
   const RunOptions &o = engine.options();
-  nlohmann::json j = {{"device", name(o.device)},
-                      {"device_name", engine.device()},
-                      {"precision", name(o.precision)},
-                      {"state", name(o.state)},
-                      {"threads", o.threads}};
-  j["threads_from"] = o.threads_from;
-  return j;
+  return {{"device", name(o.device)},       {"device_name", engine.device()},
+          {"precision", name(o.precision)}, {"state", name(o.state)},
+          {"threads", o.threads},           {"threads_from", o.threads_from},
+          {"warnings", engine.warnings()}};
+}
+
+void print_warnings(const Engine &engine) {
+  for (const std::string &w : engine.warnings())
+    std::fprintf(stderr, "tarnn: warning: %s\n", w.c_str());
 }
 
 namespace {
@@ -165,6 +168,29 @@ void ResumeArgs::refuse_unasked_restart(const ResumeRecord &record, const std::s
               "): --resume goes on from there, --overwrite starts over and discards them");
 }
 
+void add_temperature_option(CLI::App *cmd, double &t) {
+  auto parse = [&t](const std::string &s) {
+    char *end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    const bool decimal = !s.empty() && s.find_first_not_of("0123456789.eE+-") == std::string::npos;
+    try {
+      if (!decimal || end != s.c_str() + s.size())
+        throw Error("--temperature must be a finite number above 0 (got '" + s.substr(0, 40) +
+                    "')");
+      sampling_temperature(v);
+    } catch (const Error &e) {
+      throw CLI::ValidationError(e.what());
+    }
+    t = v;
+  };
+  cmd->add_option_function<std::string>(
+         "--temperature", parse,
+         "the sampler's temperature: the mixture's logits divided by T, its scales multiplied "
+         "(docs/SPEC.md section 2); 1 is the model's own distribution, below 1 sharper")
+      ->default_str("1")
+      ->type_name("FLOAT");
+}
+
 void add_grid_options(CLI::App *cmd, GridLayout &g, bool nrow) {
   if (nrow)
     add_number<int>(cmd, "--nrow,--cols", g.nrow, "grid: images per row (0: a square-ish grid)", 0,
@@ -211,56 +237,35 @@ template CLI::Option *add_number<int64_t>(CLI::App *, const std::string &, int64
 template CLI::Option *add_number<uint64_t>(CLI::App *, const std::string &, uint64_t &,
                                            const std::string &, uint64_t, uint64_t);
 
-namespace {
-
-// TARNN_PROGRESS_SECONDS, or tqdm's 10 s: how often a progress line goes to a non-terminal.
-double line_interval() {
-  const char *env = std::getenv("TARNN_PROGRESS_SECONDS");
-  if (!env)
-    return 10.0;
-  char *end = nullptr;
-  const double s = std::strtod(env, &end);
-  if (end == env || *end || !(s > 0 && s <= 86400))
-    throw Error(std::string("TARNN_PROGRESS_SECONDS must be a number of seconds in (0, 86400] "
-                            "(got '") +
-                env + "')");
-  return s;
-}
-
-} // namespace
-
-Progress progress_bar(int positions_per_image, bool quiet, const char *unit) {
+ProgressBar progress_bar(int positions_per_image, bool quiet, const char *unit) {
   const bool terminal = isatty(STDERR_FILENO);
-  const double every = quiet || terminal ? 0.0 : line_interval();
   const auto start = std::chrono::steady_clock::now();
-  auto last_line = std::make_shared<double>(0.0); // when the last plain line was written (s)
-  return [=](int64_t done, int64_t total) {
-    if (const int sig = interrupted(); sig && done < total) // a finished job is kept
-      throw Interrupted{sig};
-    if (quiet)
-      return;
-    const double secs = seconds_since(start);
-    if (!terminal && (done < total ? secs - *last_line < every : *last_line == 0))
-      return; // a plain line every `every` seconds, and a last one after any other
-    const double per = std::max(positions_per_image, 1);
-    const double images = std::floor(double(done) / per), all = double(total) / per;
-    const double rate = secs > 0 ? images / secs : 0.0;
-    char eta[32] = "--:--";
-    if (rate > 0 && done < total) {
-      const long left = long((all - images) / rate);
-      std::snprintf(eta, sizeof eta, "%ld:%02ld:%02ld", left / 3600, left / 60 % 60, left % 60);
-    }
-    char line[160];
-    std::snprintf(line, sizeof line, "%.0f/%.0f %s  %.2f %s/s  %s %s", images, all, unit, rate,
-                  unit, done < total ? "ETA" : "in",
-                  done < total ? eta : (std::to_string(long(secs)) + " s").c_str());
-    if (terminal)
-      std::fprintf(stderr, "\r%s   %s", line, done >= total ? "\n" : "");
-    else
-      std::fprintf(stderr, "%s\n", line);
-    *last_line = secs;
+  auto text =
+      std::make_shared<ProgressText>(unit, terminal, quiet || terminal ? 0.0 : progress_interval());
+  auto units = std::make_shared<double>(0.0); // the job's total, as last reported
+  const double per = std::max(positions_per_image, 1);
+  auto write = [](const std::string &s) {
+    std::fputs(s.c_str(), stderr);
     std::fflush(stderr);
   };
+  ProgressBar bar;
+  bar.progress = [=](int64_t done, int64_t total) {
+    if (const int sig = interrupted(); sig && done < total) { // a finished job is kept
+      if (terminal && !quiet)
+        write("\n"); // the message that follows starts on a line of its own
+      throw Interrupted{sig};
+    }
+    *units = double(total) / per;
+    if (!quiet)
+      write(text->update(double(done) / per, *units, seconds_since(start)));
+  };
+  bar.finish = [=] {
+    const double secs = seconds_since(start);
+    if (!quiet)
+      write(text->finish(*units, secs));
+    return secs;
+  };
+  return bar;
 }
 
 void run_in_batches(int64_t total, int64_t batch, int positions_per_image, const Progress &bar,

@@ -47,8 +47,10 @@ void add_report_options(CLI::App *cmd, Report &r);
 nlohmann::json json_header(const std::string &command);
 // What a run used, for its JSON, the same fields in every command: {"device": "cpu",
 // "device_name": "cpu: ..., 8 threads", "precision": "fp32", "state": "fp32", "threads": 8,
-// "threads_from": "affinity"}.
+// "threads_from": "affinity", "warnings": [...]} (the engine's: Engine::warnings).
 nlohmann::json numerics_json(const Engine &engine);
+// The engine's warnings (Engine::warnings: what a result does not show), each on stderr, once.
+void print_warnings(const Engine &engine);
 
 // --batch --threads --device --precision --state --tf32 --no-prefill: the numerics as the strings
 // given, parsed and checked (check_run_options) into the library's RunOptions by options(), which
@@ -83,16 +85,27 @@ struct ResumeArgs {
 };
 void add_resume_options(CLI::App *cmd, ResumeArgs &r, const std::string &streamed);
 
+// --temperature T, the sampler's (docs/SPEC.md section 2; default 1, the model's distribution):
+// a decimal number, finite and above 0 as a float (sampling_temperature), else a usage error.
+// `t` keeps the number as given (the JSON records it); run with float(t).
+void add_temperature_option(CLI::App *cmd, double &t);
+
 // The look of -o's grid (GridLayout, include/tarnn/outputs.h): --padding, --pad-value, --scale
 // and, where a grid's rows are the user's to choose (sample), --nrow (alias --cols).
 void add_grid_options(CLI::App *cmd, GridLayout &grid, bool nrow);
 
-// Progress on stderr unless --quiet: "412/1000 images  21.30 images/s  ETA 0:00:27". On a
-// terminal a bar redrawn about 5 times a second; otherwise (a log file, a batch job) that line
-// every 10 seconds, as tqdm does (TARNN_PROGRESS_SECONDS sets the interval, docs/ENVIRONMENT.md),
-// and a last one at the end if any was written. It also stops the run (throws Interrupted) once
-// SIGINT or SIGTERM was caught (catch_interrupts), but never a job it is told is complete.
-Progress progress_bar(int positions_per_image, bool quiet, const char *unit = "images");
+// A job's progress on stderr unless --quiet (tarnn/progress.h: on a terminal tqdm's bar redrawn
+// about 5 times a second; otherwise, a log file or a batch job, a line with count, rate and ETA
+// every 10 seconds, TARNN_PROGRESS_SECONDS sets it, docs/ENVIRONMENT.md), and the job's clock,
+// started when the bar is made. `progress` also stops the run (throws Interrupted) once SIGINT or
+// SIGTERM was caught (catch_interrupts), but never a job it is told is complete. `finish()`
+// writes the last line (the last total reported, done) and returns the job's seconds, which the
+// summary prints: one clock, one rounding.
+struct ProgressBar {
+  Progress progress;
+  std::function<double()> finish;
+};
+ProgressBar progress_bar(int positions_per_image, bool quiet, const char *unit = "images");
 
 // The first SIGINT or SIGTERM only sets a flag, which progress_bar and the commands check, so a
 // streamed run ends between batches and says how far it got; a second one ends the process (its

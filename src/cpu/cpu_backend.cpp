@@ -70,6 +70,7 @@ public:
     const int64_t rows = std::max<int64_t>(1, (batch + threads - 1) / threads);
     const int steps = rollout_steps(c, job);
     std::vector<std::atomic<int64_t>> done(static_cast<size_t>(threads));
+    std::vector<float> largest(static_cast<size_t>(threads), 0.0f); // |S| at the end (fp16)
     FirstError error;
     std::mutex mutex;
     std::condition_variable finished;
@@ -82,12 +83,12 @@ public:
         std::lock_guard<std::mutex> lock(mutex);
         workers.emplace_back([&, i, first, last] {
           try {
-            share(job, first, last - first, rows, std::max(1, options_.threads / threads),
-                  [&](int64_t d) {
-                    done[size_t(i)] = d;
-                    if (error.failed())
-                      throw Stopped{};
-                  });
+            largest[size_t(i)] = share(job, first, last - first, rows,
+                                       std::max(1, options_.threads / threads), [&](int64_t d) {
+                                         done[size_t(i)] = d;
+                                         if (error.failed())
+                                           throw Stopped{};
+                                       });
           } catch (const Stopped &) {
           } catch (...) {
             error.keep(std::current_exception());
@@ -137,6 +138,7 @@ public:
     info.state_bytes = info.batch * int64_t(layout.state_row_bytes);
     info.memory_bytes = int64_t(layout.total) * threads;
     info.seconds_steps = seconds_since(t0);
+    info.largest_state = *std::max_element(largest.begin(), largest.end());
     return info;
   }
 
@@ -148,10 +150,10 @@ private:
   // Images [first, first + count) of the job, `rows` at a time.
   // `prefill_threads`: the threads a prefill may split its GEMMs over (the engine's threads that
   // a job of fewer images than threads leaves free).
-  void share(const Rollout &job, int64_t first, int64_t count, int64_t rows, int prefill_threads,
-             const DoneHook &hook) {
+  float share(const Rollout &job, int64_t first, int64_t count, int64_t rows, int prefill_threads,
+              const DoneHook &hook) {
     if (count <= 0)
-      return;
+      return 0.0f;
     const Config &c = model_.config;
     const BatchLayout layout = batch_layout(c, std::min(rows, count), options_.state);
     std::vector<double> memory(layout.total / sizeof(double) + 1); // 8-byte aligned, zeroed
@@ -174,6 +176,7 @@ private:
     mine.log_prob = job.log_prob ? job.log_prob + first : nullptr;
     mine.seeds = job.seeds ? job.seeds + first : nullptr;
     mine.images = job.images ? job.images + first : nullptr;
+    mine.temperatures = job.temperatures ? job.temperatures + first : nullptr;
     if (job.grown)
       mine.grown = [&job, first](int64_t image, int64_t n, int t) {
         job.grown(first + image, n, t);
@@ -183,12 +186,11 @@ private:
     if (keeps_kv_cache(c)) {
       KvOps<CpuKernels> ops(c, weights_.view(), b, kernels_);
       KvPrefillOps<CpuKernels> pre(c, weights_.view(), pre_b, kernels_);
-      rollout(ops, c, mine, hook, 8, options_.prefill ? &pre : nullptr);
-    } else {
-      CpuOps ops(c, weights_.view(), b, kernels_);
-      PrefillOps pre(c, weights_.view(), pre_b, kernels_, team.get());
-      rollout(ops, c, mine, hook, 8, options_.prefill ? &pre : nullptr);
+      return rollout(ops, c, mine, hook, 8, options_.prefill ? &pre : nullptr);
     }
+    CpuOps ops(c, weights_.view(), b, kernels_);
+    PrefillOps pre(c, weights_.view(), pre_b, kernels_, team.get());
+    return rollout(ops, c, mine, hook, 8, options_.prefill ? &pre : nullptr);
   }
 
   const Model &model_;

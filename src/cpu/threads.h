@@ -33,12 +33,12 @@ std::exception_ptr thread_start_error(const std::exception &e);
 // run(f): f(0) .. f(n - 1), f(0) on the caller's thread and the rest on n - 1 helper threads
 // started once; returns when all are done, rethrowing the first exception of any. Made for many
 // short calls in a row (a prefill's GEMMs, 33 per chunk): starting a thread per call cost about
-// 70 us each, and waking a core that had gone idle more. With `spin`, a helper spins for about a
-// millisecond after its last call, then sleeps until the next, and the caller spins while the
-// helpers finish; without it (where the threads at work could outnumber the cores this process
-// may use: spinning there would take a core from a thread at work) a helper sleeps at once, and
-// so does the caller until the last helper is done. All are joined by the destructor. A failed
-// thread start throws from the constructor (thread_start_error).
+// 70 us each (docs/COMPLETE.md), and waking a core that had gone idle more. With `spin`, a helper
+// spins for about a millisecond after its last call, then sleeps until the next, and the caller
+// spins while the helpers finish; without it (where the threads at work could outnumber the cores
+// this process may use: spinning there would take a core from a thread at work) a helper sleeps at
+// once, and so does the caller until the last helper is done. All are joined by the destructor. A
+// failed thread start throws from the constructor (thread_start_error).
 class WorkerTeam {
 public:
   WorkerTeam(int n, bool spin);

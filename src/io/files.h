@@ -37,10 +37,24 @@ bool unchanged(int fd, const FileStamp &before);
 // "PATH: changed while it was read ...": the Error of a file whose stamp moved during a read.
 std::string changed_while_read(const std::string &path);
 
-// The whole file, read from one descriptor into memory and checked to be one version of it (its
-// stamp the same after the read as before); Error naming the path and the reason (missing, a
-// folder, unreadable, changed while it was read).
+// `path` opened for reading (a descriptor the caller closes) when it is a regular file; Error
+// naming it otherwise (missing, a folder, a FIFO, a device), before it is opened: opening a FIFO
+// waits for a writer, for ever if none comes. The file opened is checked again (fstat), so a name
+// replaced in between is refused too. Every reader of a file the user names starts here.
+int open_regular_file(const std::string &path);
+
+// The whole file, read from one descriptor (open_regular_file) into memory and checked to be one
+// version of it (its stamp the same after the read as before); Error naming the path and the
+// reason (missing, a folder, a FIFO, unreadable, changed while it was read).
 std::vector<uint8_t> read_file(const std::string &path);
+
+// All `size` bytes to `fd` (EINTR retried); Error "PATH: cannot write: REASON" otherwise.
+void write_all(int fd, const void *data, size_t size, const std::string &path);
+
+// Before any work: the output `path` can be written as write_file_atomic will write it (its
+// temporary made and removed again: the folder exists, is writable, takes such a name), or, a
+// stream, opened for writing. Error naming `path` and the reason.
+void check_writable(const std::string &path);
 
 struct Png {
   int width = 0, height = 0, channels = 0; // channels as stored (1 to 4)

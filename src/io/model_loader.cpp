@@ -7,9 +7,11 @@
 #include <unistd.h>
 #include <vector>
 
+#include "../base/util.h"
 #include "safetensors.h"
 #include "tarnn/error.h"
 #include "tarnn/model.h"
+#include "tarnn/run.h"
 
 namespace tarnn {
 
@@ -93,6 +95,13 @@ std::string find_model(const std::string &name, const std::vector<std::string> &
   };
   if (name.empty())
     throw Error("--model is empty");
+  struct stat st {};
+  if (::stat(name.c_str(), &st) == 0 && S_ISREG(st.st_mode)) // models/mnist/model.safetensors
+    throw Error(name +
+                    ": a file, not a model folder: pass the folder that holds config.json and "
+                    "model.safetensors (" +
+                    folder_of(name) + ")",
+                Error::Kind::File);
   if (is_model(name) || name[0] == '/')
     return name; // an absolute path is taken as it is: load_model says what is wrong with it
   std::vector<std::string> roots = more_roots;
@@ -130,6 +139,11 @@ Model load_model(const std::string &dir) {
   ::stat(config_path.c_str(), &config_before); // where it fails, from_json_file says why
   m.config = Config::from_json_file(config_path);
   const Config &c = m.config;
+  // config.json says how large the weights are: a model this machine cannot hold is refused
+  // before they are read (an allocation failing halfway said "try a smaller --batch", to info)
+  check_memory(4.0 * double(c.parameter_count()), "loading the model (" + dir + ": " +
+                                                      std::to_string(c.parameter_count()) +
+                                                      " parameters as fp32)");
   const SafeTensors st(dir + "/model.safetensors");
   Reader r(st);
   Weights &w = m.weights;

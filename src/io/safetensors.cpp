@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "json_limits.h"
 #include "tarnn/error.h"
 
@@ -126,9 +127,7 @@ TensorInfo tensor_of(const std::string &where, const json &info, uint64_t base,
 } // namespace
 
 SafeTensors::SafeTensors(const std::string &path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0)
-    throw Error(path + ": cannot open: " + std::strerror(errno), Error::Kind::File);
+  fd_ = open_regular_file(path);
   try {
     struct stat st {};
     if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))
@@ -157,8 +156,7 @@ SafeTensors::SafeTensors(const std::string &path) : path_(path) {
 
 void SafeTensors::parse_header(uint64_t n, uint64_t data_size) {
   const char *text = header_.data() + 8;
-  check_json_depth(path_ + ": header", text, size_t(n), kMaxDepth);
-  const json header = json::parse(text, text + n, nullptr, /*allow_exceptions=*/false);
+  const json header = parse_json(path_ + ": header", text, size_t(n), kMaxDepth);
   if (header.is_discarded())
     throw Error(path_ + ": header is not valid JSON");
   if (!header.is_object())

@@ -11,8 +11,9 @@
 
 namespace tarnn {
 
-// 2: Rollout gained per-image RNG keys and `grown`; 3: numerics as enums, Knobs, time_steps
-constexpr int kCudaPluginAbi = 3;
+// 2: Rollout gained per-image RNG keys and `grown`; 3: numerics as enums, Knobs, time_steps;
+// 4: Rollout and StepParams gained the sampler's temperature (DrawKey: per image)
+constexpr int kCudaPluginAbi = 4;
 
 struct CudaPluginApi {
   int abi;

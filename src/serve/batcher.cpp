@@ -125,6 +125,7 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Ticket>> batch) {
   std::vector<int64_t> start;
   std::vector<uint8_t> given, known;
   std::vector<uint64_t> seeds, images;
+  std::vector<float> temperatures; // each request its own (a row's DrawKey)
   int64_t rows = 0, generated = 0;
   for (const auto &t : batch) {
     const Job &j = t->job_;
@@ -134,6 +135,7 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Ticket>> batch) {
     given.insert(given.end(), j.given.begin(), j.given.end());
     known.insert(known.end(), j.known.begin(), j.known.end());
     seeds.insert(seeds.end(), size_t(j.rows), j.seed);
+    temperatures.insert(temperatures.end(), size_t(j.rows), float(j.temperature));
     images.insert(images.end(), j.images.begin(), j.images.end());
   }
   std::vector<uint8_t> out(static_cast<size_t>(rows) * T);
@@ -146,6 +148,7 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Ticket>> batch) {
   job.log_prob = log_prob.data();
   job.seeds = seeds.data();
   job.images = images.data();
+  job.temperatures = temperatures.data();
   const auto t0 = Clock::now();
   const nlohmann::json merged = {{"batch_images", rows}, {"batch_requests", batch.size()}};
   std::mutex grown_mutex;
@@ -214,7 +217,10 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Ticket>> batch) {
     done["images"] = columns(out.data() + size_t(a) * T, k.job_.rows, T, 0, last);
     if (k.job_.kind == Kind::Score)
       done["bits_per_dim"] = -log_prob[size_t(a)] / (double(c.positions()) * std::log(2.0));
-    else if (k.shown_ < last) { // the last columns, for a client that follows the growth
+    else
+      done["temperature"] = k.job_.temperature;
+    if (k.job_.kind != Kind::Score &&
+        k.shown_ < last) { // the last columns, for a client that follows the growth
       nlohmann::json grow = merged;
       grow["from"] = k.shown_ + 1;
       grow["to"] = last;

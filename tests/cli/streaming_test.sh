@@ -157,6 +157,26 @@ expect_ok "$TARNN" "${C[@]}" -o "$work/cp.png" --out-dir "$work/cpart" --resume
 expect_eq "$(cat "$work/out")" "$work/cpart: already complete (6 completions): nothing completed; the grid drawn from them -> $work/cp.png" "complete --resume of a finished run"
 expect_eq "$(stat -c '%n %y' "$work/cpart"/*)" "$before" "complete's finished PNGs after --resume"
 cmp -s "$work/cw.png" "$work/cp.png" && ok || bad "complete --resume of a finished run: another grid"
+# at --temperature 0.7 its record holds the temperature: a resume at another one (1, the default,
+# which a record leaves out) is refused and touches nothing; at 0.7 it gives the uninterrupted
+# run's bytes, with no -o. A run stopped before its first completion leaves no folder it made
+# (OutputFolder) and says there is nothing to resume
+T=(complete --model "$SMALL" --images "$SMALL/inputs-idx-ubyte" --index 0-2 --samples 2 --seed 5 --batch 2 --threads 1)
+expect_ok "$TARNN" "${T[@]}" --temperature 0.7 --out-dir "$work/tw" --quiet
+interrupted_after 4 "$TARNN" "${T[@]}" --temperature 0.7 --out-dir "$work/tp"
+[ $rc -eq 130 ] && grep -q '"temperature": 0.7' "$work/tp/.tarnn-complete.json" && ok || bad "complete at T = 0.7 interrupted: exit $rc, record $(cat "$work/tp/.tarnn-complete.json")"
+before=$(stat -c '%n %y %s' "$work/tp"/* "$work/tp/.tarnn-complete.json")
+expect_error "tp/.tarnn-complete.json: was written by another run (temperature differs)" "$TARNN" "${T[@]}" --out-dir "$work/tp" --resume
+expect_eq "$(stat -c '%n %y %s' "$work/tp"/* "$work/tp/.tarnn-complete.json")" "$before" "a resume at another temperature: the outputs"
+expect_ok "$TARNN" "${T[@]}" --temperature 0.7 --out-dir "$work/tp" --resume --json --quiet
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['resumed_at'] == 4 and j['temperature'] == 0.7))" && ok || bad "complete --resume at T = 0.7: $(cat "$work/out")"
+diff -r "$work/tw" "$work/tp" >/dev/null && ok || bad "complete --resume at T = 0.7: not the uninterrupted run's bytes"
+interrupted_after 0 "$TARNN" "${T[@]}" --temperature 0.7 --out-dir "$work/t0"
+expect_eq "$rc $(tail -1 "$work/err")" "130 tarnn: interrupted (signal 2) after 0 of 6 completions: nothing written" "complete interrupted before its first completion"
+[ ! -e "$work/t0" ] && ok || bad "complete interrupted before its first completion left its --out-dir"
+interrupted_after 0 "$TARNN" sample --model "$SMALL" -n 4 --out-dir "$work/s0" --npy "$work/s0.npy"
+expect_eq "$rc $(tail -1 "$work/err")" "130 tarnn: interrupted (signal 2) after 0 of 4 images: nothing written" "sample interrupted before its first image"
+expect_eq "$(ls -A "$work" | grep -c '^s0')" 0 "what a sample interrupted before its first image left"
 expect_error "TARNN_TEST_INTERRUPT_AFTER must be N or N:TERM" env TARNN_TEST_INTERRUPT_AFTER=soon "$TARNN" sample --model "$SMALL" -n 2 --out-dir "$work/x"
 echo '{"model": "x", "done": 1}' >"$work/r.npy.partial.json"
 expect_error "written by another run" "$TARNN" sample --model "$SMALL" -n 8 --seed 1 --npy "$work/r.npy" --resume
@@ -222,11 +242,12 @@ j = json.load(open('$work/out'))
 sys.exit(not (j['schema_version'] == 3 and j['tarnn_version'] and j['time'] and json.load(open('$work/j.json')) == j))" && ok || bad "$cmd --json: $(head -c 300 "$work/out")"
 done
 
-# --- progress: count, rate and ETA on a terminal; nothing with --quiet
+# --- progress: tqdm's bar on a terminal (tests/cli/frictions_test.sh: its figures); nothing with
+# --quiet
 script -qec "$TARNN sample --model $MNIST -n 4 --batch 2 --threads 1 --out-dir $work/pr" /dev/null >"$work/tty" 2>&1
-grep -qE "[0-9]+/4 images +[0-9.]+ images/s +(ETA [0-9]+:[0-9]{2}:[0-9]{2}|in [0-9]+ s)" "$work/tty" && ok || bad "no progress with ETA: $(tr '\r' '\n' <"$work/tty" | tail -3)"
+grep -qE "100%\|(█){10}\| 4/4 \[[0-9.]+ s, [0-9.]+ images/s\]" "$work/tty" && ok || bad "no progress bar: $(tr '\r' '\n' <"$work/tty" | tail -3)"
 script -qec "$TARNN sample --model $MNIST -n 2 --quiet --out-dir $work/pq" /dev/null >"$work/tty" 2>&1
-grep -q "ETA" "$work/tty" && bad "--quiet drew progress" || ok
+grep -qE "ETA|%\|" "$work/tty" && bad "--quiet drew progress" || ok
 
 # --- names: "1 image"; a model found by name where it is installed (tests/install)
 expect_ok "$TARNN" sample --model "$SMALL" -n 1 --out-dir "$work/one"

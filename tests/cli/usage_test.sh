@@ -89,13 +89,15 @@ PYEOF
 }
 R=(--precision bf16 --threads 2 --json-file "$work/j.json")
 expect_ok "$TARNN" sample --model "$SMALL" -n 2 --out-dir "$work/s" "${R[@]}"
-fields "$work/j.json" "j['images'] == 2 and j['seed'] == 0 and j['first'] == 0" \
+fields "$work/j.json" "j['images'] == 2 and j['seed'] == 0 and j['first'] == 0 and j['warnings'] == []" \
   "j['device_name'].startswith('cpu')" && ok || bad "sample JSON"
 expect_ok "$TARNN" score --model "$SMALL" --images "$IDX" "${R[@]}"
-fields "$work/j.json" "j['images'] == len(j['per_image']) > 0 and j['bits_per_dim'] > 0" && ok || bad "score JSON"
+fields "$work/j.json" "j['images'] == len(j['per_image']) > 0 and j['bits_per_dim'] > 0" \
+  "j['warnings'] == []" && ok || bad "score JSON"
 expect_ok "$TARNN" complete --model "$SMALL" --images "$IDX" --index 0-1 -o "$X" "${R[@]}"
 fields "$work/j.json" "j['known_bytes'] == 16 and j['bytes_per_image'] == 40" \
-  "j['index'] == [0, 1] and j['samples'] == 4 and j['seed'] == 0" && ok || bad "complete JSON"
+  "j['index'] == [0, 1] and j['samples'] == 4 and j['seed'] == 0 and j['warnings'] == []" \
+  && ok || bad "complete JSON"
 expect_ok "$TARNN" bench --model "$SMALL" --batch 2 --steps 2 "${R[@]}"
 fields "$work/j.json" "j['batch'] == 2 and j['machine']['threads'] == 2" && ok || bad "bench JSON"
 expect_ok "$TARNN" bench --model "$SMALL" --complete -n 2 --samples 1 "${R[@]}"

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/io/json_limits.h"
 #include "src/io/safetensors.h"
 #include "tarnn/error.h"
 #include "tarnn/model.h"
@@ -344,6 +345,47 @@ TEST(Loader, LongNamesInMessagesAreCut) {
   EXPECT_LT(e.size(), 300u);
 }
 
+// Issue 42, point 5: a key given twice was taken silently, the last one (nlohmann::json's
+// default); a file that says two things is refused, naming the key. And a quote cut at 40 bytes
+// ends between UTF-8 characters (cut inside one, serve answered 500, Python an empty ValueError).
+TEST(Loader, AKeyGivenTwiceIsRefused) {
+  TempDir dir;
+  std::string head = StFile().header.dump();
+  const std::string bias = "\"predictor.bias\":";
+  const size_t at = head.find(bias);
+  const std::string entry = head.substr(at, head.find('}', at) + 1 - at);
+  head.insert(1, entry + ","); // the same tensor twice in the header
+  EXPECT_LOAD_ERROR(folder(dir, StFile().bytes(head)),
+                    "model.safetensors: header: \"predictor.bias\" is given twice");
+  TempDir twice;
+  folder(twice, StFile().bytes());
+  std::vector<char> config = tarnn_test::read_file(small_golden() + "/config.json");
+  const std::string text(config.begin(), config.end());
+  const std::string doubled = "{\"height\": 9, " + text.substr(text.find('{') + 1);
+  write_file(twice / "config.json", std::vector<char>(doubled.begin(), doubled.end()));
+  EXPECT_LOAD_ERROR(twice.path.string(), "config.json: \"height\" is given twice");
+}
+
+TEST(Loader, OneParserForEveryReader) {
+  EXPECT_NE(error_of([] { parse_json("x", R"({"a": 1, "a": 1})", 16, 4); }).find("given twice"),
+            std::string::npos);
+  // the same key in two objects is no repeat: nested feature maps
+  EXPECT_NO_THROW(parse_json("x", R"({"a": {"a": 1}, "b": {"a": 2}})", 30, 4));
+  EXPECT_TRUE(parse_json("x", "{\"a\": ", 7, 4).is_discarded()); // not JSON: the caller's words
+}
+
+TEST(Loader, QuotesAreCutBetweenCharacters) {
+  std::string accents;
+  for (int i = 0; i < 30; ++i)
+    accents += "\xc3\xa9"; // é
+  EXPECT_EQ(short_text(accents), accents.substr(0, 40) + "...");
+  EXPECT_EQ(short_text("x" + accents), "x" + accents.substr(0, 40) + "..."); // 41: é whole
+  EXPECT_EQ(short_text(std::string(45, 'a')), std::string(40, 'a') + "...");
+  EXPECT_EQ(short_text("a\nb"), "a\\x0ab");
+  const std::string quoted = nlohmann::json(short_text("x" + accents)).dump(); // no exception
+  EXPECT_FALSE(quoted.empty());
+}
+
 // Issue 12, defect 10: [2^32, 2^32] is 2^64 elements, which wrapped to 0 and passed with 0 bytes.
 TEST(Loader, ElementCountsCannotWrap) {
   TempDir dir;
@@ -452,7 +494,7 @@ TEST(Loader, HostileConfig) {
   TempDir other; // a folder where the weights file should be
   std::filesystem::copy_file(small_golden() + "/config.json", other / "config.json");
   std::filesystem::create_directory(other / "model.safetensors");
-  EXPECT_LOAD_ERROR(other.path.string(), "model.safetensors: not a regular file");
+  EXPECT_LOAD_ERROR(other.path.string(), "model.safetensors: is a folder, not a file");
 }
 
 // Finite but absurd: 3e38 passes isfinite() and overflows the forward pass (score printed nan,

@@ -442,7 +442,7 @@ Case layernorm_case() {
 }
 
 // p_{t+1} over 4 positions with half the bytes known: the given byte and its log-likelihood, or
-// the Philox draw of SPEC section 3.
+// the Philox draw of SPEC section 3 at temperature 0.7.
 Case sample_case() {
   return {"sample_bytes",
           {Where::Twin, Where::Cuda},
@@ -457,6 +457,7 @@ Case sample_case() {
             p.has_given = p.has_known = 1;
             p.seed = 12345;
             p.image_base = 1000;
+            p.temperature = 0.7f; // SPEC section 2: the logits / T, the scales x T
             Outputs o;
             o.u.assign(size_t(rows) * T + rows, 0);
             o.d.assign(rows, 0.0);
@@ -478,7 +479,7 @@ Case sample_case() {
                   if (known[at])
                     o.d[r] += mixture_log_prob(orow, K, b);
                   else
-                    b = sample_byte(orow, K, p.seed, p.image_base + r, uint32_t(t));
+                    b = sample_byte(orow, K, p.seed, p.image_base + r, uint32_t(t), p.temperature);
                   out[at] = cur[r] = uint8_t(b);
                 }
               } else if (w == Where::Twin) {

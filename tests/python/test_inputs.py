@@ -40,6 +40,20 @@ def test_torch_tensors_are_taken_as_their_arrays(small, images):
     assert np.array_equal(out, small.complete(images, known.numpy(), samples=2, seed=4))
 
 
+def test_grid_and_write_png_take_what_score_takes(images, tmp_path):
+    # a torch tensor (contiguous or a permuted view) is drawn as its array: one conversion for
+    # score, grid and write_png, never pybind11's signature listing the tensor
+    t = torch.from_numpy(images)
+    base = tarnn.grid(images)
+    assert np.array_equal(tarnn.grid(t), base)
+    assert np.array_equal(tarnn.grid(t.permute(0, 3, 1, 2).contiguous().permute(0, 2, 3, 1)), base)
+    tarnn.write_png(tmp_path / "g.png", torch.from_numpy(base))
+    assert np.array_equal(tarnn.read_images(tmp_path / "g.png")[0], base)
+    with pytest.raises(TypeError) as e:
+        tarnn.grid([[1, 2]] * 1000)
+    assert "images must be an array" in str(e.value) and len(str(e.value)) < 200
+
+
 def test_dlpack_and_numpy_views(small, images):
     class OnlyDLPack:  # what a library without __array__ hands over
         def __init__(self, t):

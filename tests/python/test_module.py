@@ -3,6 +3,7 @@ GIL released while the engine runs, and Ctrl-C. Run by ctest with PYTHONPATH=bui
 TARNN (the command), TARNN_SOURCE (the tree), TARNN_GOLDEN_MNIST (the MNIST-size model)."""
 
 import os
+import sys
 import signal
 import subprocess
 import sys
@@ -307,3 +308,64 @@ def test_help_explains_each_argument():
     for word in ("seed", "first", "batch", "progress", "KeyboardInterrupt"):
         assert word in doc
     assert "known" in tarnn.Model.complete.__doc__
+
+
+def test_a_mask_that_keeps_everything_is_refused_as_by_the_command(small, tmp_path):
+    """Issue 42: complete() with an all-known mask gave the input back where `tarnn complete` and
+    serve refuse it: one rule, the same words."""
+    images = small.sample(2)
+    with pytest.raises(ValueError, match="^the mask keeps every pixel: nothing to complete$"):
+        small.complete(images, np.ones((5, 4), bool))
+    per = np.zeros((2, 5, 4), bool)
+    per[1] = True  # the second image's mask keeps all
+    with pytest.raises(ValueError, match="^image 1: the mask keeps every pixel: nothing to"):
+        small.complete(images, per)
+    first_known = np.zeros((5, 4), bool)
+    first_known.flat[0] = True  # p_0 alone: everything else is generated
+    assert small.complete(images, first_known, samples=1).shape == (2, 1, 5, 4, 2)
+
+
+def test_a_long_non_ascii_config_key_is_quoted_whole(tmp_path):
+    """Issue 42: the quote of a long unknown key was cut inside a UTF-8 character, and Python got
+    an empty ValueError()."""
+    model = tmp_path / "m"
+    model.mkdir()
+    config = json.load(open(os.path.join(SMALL, "config.json")))
+    config["x" + "\u00e9" * 30] = 1  # 40 bytes end inside the 20th
+    json.dump(config, open(model / "config.json", "w"))
+    with pytest.raises(ValueError, match='unknown key "x' + "\u00e9" * 20 + r'\.\.\."'):
+        tarnn.Model(str(model))
+
+
+def test_write_png_follows_links_and_writes_into_fifos(small, tmp_path):
+    """Issue 42, point 4: write_png onto a link replaced the link; onto a FIFO, the FIFO."""
+    image = small.sample(1)[0]
+    (tmp_path / "real").mkdir()
+    os.symlink("real/a.png", tmp_path / "link.png")
+    tarnn.write_png(tmp_path / "link.png", image)
+    assert os.path.islink(tmp_path / "link.png")
+    assert np.array_equal(tarnn.read_images(tmp_path / "real" / "a.png")[0], image)
+    fifo = tmp_path / "f.png"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open before the write, read after it
+    tarnn.write_png(fifo, image)
+    data = os.read(reader, 1 << 16)
+    os.close(reader)
+    assert data.startswith(b"\x89PNG") and open(tmp_path / "real" / "a.png", "rb").read() == data
+    assert os.path.exists(fifo) and not os.path.isfile(fifo)  # still a FIFO
+
+
+def test_an_fp16_state_beyond_its_measured_range_warns_once(tmp_path):
+    """Issue 42: --state fp16 on a model with large weights moved results with no word."""
+    scale = os.path.join(SRC, "tests", "cli", "scale_weights.py")
+    subprocess.run([sys.executable, scale, SMALL, str(tmp_path / "m"),
+                    "(query|key|value)_projection.weight", "30"], check=True)
+    m = tarnn.Model(str(tmp_path / "m"), state="fp16", threads=2)
+    images = tarnn.read_images(os.path.join(SMALL, "inputs-idx-ubyte"))
+    with pytest.warns(RuntimeWarning, match=r"^state='fp16': this model's state reached \|S\| = "):
+        m.score(images)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once: a second run says nothing
+        m.score(images)
+        tarnn.Model(str(tmp_path / "m"), threads=2).score(images)  # fp32: nothing to say

@@ -50,6 +50,9 @@ def test_info_and_page(small):
     assert (info["height"], info["width"], info["channels"]) == (5, 4, 2)
     assert info["max_samples"] == 64
     assert (info["precision"], info["state"]) == ("fp32", "fp32")  # the engine's numerics
+    # device as every JSON of tarnn's (docs/JSON.md): cpu or cuda; the words in device_name
+    assert info["device"] == "cpu" and info["device_name"].startswith("cpu: "), info
+    assert ", 2 threads" in info["device_name"], info
     for path, want in [("/", "text/html"), ("/app.js", "text/javascript"),
                        ("/style.css", "text/css"), ("/digits.json", "application/json")]:
         status, kind, body = small.get(path)
@@ -193,11 +196,17 @@ def test_score_is_the_commands_score(mnist, tmp_path):
     ("/api/complete", {"image": b64(bytes(39))}, "holds 39 bytes"),
     ("/api/complete", {"image": b64(bytes(41))}, "holds 41 bytes"),
     ("/api/complete", {"image": b64(bytes(40)), "keep_rows": 9}, "keep_rows must be"),
-    ("/api/complete", {"image": b64(bytes(40)), "keep_rows": 5}, "nothing to generate"),
+    ("/api/complete", {"image": b64(bytes(40)), "keep_rows": 5}, "nothing to complete"),
     ("/api/complete", {"image": b64(bytes(40)), "mask": b64(bytes(40)), "keep_rows": 1}, "not both"),
     ("/api/complete", {"image": b64(bytes(40)), "mask": b64(bytes(12))}, "mask holds 12"),
     ("/api/complete", {"image": b64(bytes(40)), "samples": 65}, "samples must be"),
     ("/api/score", {"image": b64(bytes(40)), "samples": 2}, "unknown field"),
+    ("/api/sample", {"temperature": 0}, "temperature must be a finite number above 0"),
+    ("/api/sample", {"temperature": -0.5}, "temperature must be"),
+    ("/api/sample", {"temperature": "0.7"}, "temperature must be"),
+    ("/api/sample", {"temperature": 1e-50}, "which is 0 as a float"),
+    ("/api/complete", {"image": b64(bytes(40)), "temperature": 1e39}, "which is infinite"),
+    ("/api/score", {"image": b64(bytes(40)), "temperature": 0.7}, "unknown field"),
 ])
 def test_bad_requests_are_400_with_a_reason(small, path, body, words):
     status, err = small.post(path, body)
@@ -256,6 +265,41 @@ def test_small_model_completion_keeps_known_bytes(small):
     assert status == 200
     for g in images_of(events, 40):
         assert g[:16] == image[:16]  # 2 rows of 4 pixels of 2 channels
+
+
+def test_a_temperature_gives_the_commands_images_whatever_it_is_merged_with(small, tmp_path):
+    # requests at 0.7 and at 1 sent together (merged into one rollout where they overlap): each
+    # gets the command's images for its seed and temperature
+    image = bytes(range(100, 140))
+    bodies = [("/api/sample", {"n": 5, "seed": 3, "temperature": 0.7}),
+              ("/api/sample", {"n": 5, "seed": 3}),
+              ("/api/complete", {"image": b64(image), "samples": 3, "seed": 2, "temperature": 0.7})]
+    results = [None] * len(bodies)
+
+    def send(i):
+        results[i] = small.stream(*bodies[i])
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for (path, body), (status, events) in zip(bodies, results):
+        assert status == 200 and done_of(events)["temperature"] == body.get("temperature", 1)
+    got = [images_of(events, 40) for _, events in results]
+    for i, temperature in ((0, "0.7"), (1, "1")):
+        subprocess.run([binary(), "sample", "--model", SMALL, "-n", "5", "--seed", "3", "--quiet",
+                        "--temperature", temperature, "--npy", str(tmp_path / f"s{i}.npy")],
+                       check=True)
+        assert [bytes(w) for w in np.load(tmp_path / f"s{i}.npy").reshape(5, 40)] == got[i], i
+    assert got[0] != got[1]
+    np.save(tmp_path / "d.npy", np.frombuffer(image, np.uint8).reshape(1, 5, 4, 2))
+    subprocess.run([binary(), "complete", "--model", SMALL, "--images", str(tmp_path / "d.npy"),
+                    "--index", "0", "--samples", "3", "--seed", "2", "--temperature", "0.7",
+                    "--quiet", "--out-dir", str(tmp_path / "c")], check=True)
+    for k in range(3):
+        want = np.asarray(Image.open(tmp_path / "c" / f"00000000-{k:02d}.png")).reshape(-1)
+        assert bytes(want) == got[2][k], k
 
 
 def test_defaults_are_the_commands_and_the_pages(small, tmp_path):
@@ -481,14 +525,14 @@ def test_slow_clients_are_closed_at_their_deadline():
         assert s.stop()[0] == 0
 
 
-def test_pipelined_requests_are_refused_explicitly(small):
-    """Two requests in one write: the first is answered with Connection: close, so the client
-    knows the second was not taken (it was silently dropped)."""
+def exchange(server, request, half_close=False):
+    """Everything the server sends back for these bytes, until it closes; with half_close the
+    client says it sends no more (shutdown(SHUT_WR), as nc -N does) before reading."""
     import socket
-    own = f"127.0.0.1:{small.port}"
-    sock = socket.create_connection((small.host, small.port), timeout=10)
-    req = f"GET /api/info HTTP/1.1\r\nHost: {own}\r\n\r\n".encode()
-    sock.sendall(req + req)
+    sock = socket.create_connection((server.host, server.port), timeout=30)
+    sock.sendall(request)
+    if half_close:
+        sock.shutdown(socket.SHUT_WR)
     answer = b""
     while True:
         part = sock.recv(65536)
@@ -496,5 +540,51 @@ def test_pipelined_requests_are_refused_explicitly(small):
             break
         answer += part
     sock.close()
+    return answer
+
+
+def test_pipelined_requests_are_refused_explicitly(small):
+    """Two requests in one write: the first is answered with Connection: close, so the client
+    knows the second was not taken (it was silently dropped)."""
+    own = f"127.0.0.1:{small.port}"
+    req = f"GET /api/info HTTP/1.1\r\nHost: {own}\r\n\r\n".encode()
+    answer = exchange(small, req + req)
     assert answer.count(b"HTTP/1.1 200") == 1 and b"Connection: close" in answer
 
+
+def test_a_client_that_half_closes_is_answered(small):
+    """Issue 42: a client that shut its sending side after its request (nc -N) got 0 bytes back:
+    httplib took the end of its input for a client gone, and wrote nothing."""
+    own = f"127.0.0.1:{small.port}"
+    answer = exchange(small, f"GET /api/info HTTP/1.1\r\nHost: {own}\r\n\r\n".encode(), True)
+    assert answer.startswith(b"HTTP/1.1 200") and b'"height":5' in answer, answer[:200]
+    body = json.dumps({"image": b64(bytes(40))}).encode()
+    post = (f"POST /api/score HTTP/1.1\r\nHost: {own}\r\nContent-Length: {len(body)}\r\n\r\n"
+            .encode() + body)
+    answer = exchange(small, post, True)
+    assert answer.startswith(b"HTTP/1.1 200") and b"bits_per_dim" in answer, answer[:200]
+    body = json.dumps({"n": 2}).encode()  # a stream of events, to its end
+    post = (f"POST /api/sample HTTP/1.1\r\nHost: {own}\r\nContent-Length: {len(body)}\r\n\r\n"
+            .encode() + body)
+    answer = exchange(small, post, True)
+    assert answer.startswith(b"HTTP/1.1 200") and b"event: done" in answer, answer[:200]
+    answer = exchange(small, f"GET /nowhere HTTP/1.1\r\nHost: {own}\r\n\r\n".encode(), True)
+    assert answer.startswith(b"HTTP/1.1 404"), answer[:200]
+
+
+def test_a_negative_content_length_is_400(small):
+    """Issue 42: Content-Length: -1 got no answer (httplib read it as 2^64 - 1 bytes to skip)."""
+    own = f"127.0.0.1:{small.port}"
+    for length in ("-1", "12abc", "+5"):
+        answer = exchange(small, f"POST /api/sample HTTP/1.1\r\nHost: {own}\r\n"
+                                 f"Content-Length: {length}\r\n\r\n{{}}".encode())
+        assert answer.startswith(b"HTTP/1.1 400") and b"Content-Length" in answer, answer[:300]
+
+
+def test_long_non_ascii_fields_and_fields_given_twice(small):
+    """Issue 42: a long non-ASCII field name was quoted cut inside a character, and the answer was
+    a 500 with the JSON library's message; a field given twice was taken silently, the last one."""
+    status, err = small.post("/api/sample", ('{"x' + "\u00e9" * 30 + '": 1}').encode())
+    assert status == 400 and err["error"] == 'unknown field "x' + "\u00e9" * 20 + '..."', err
+    status, err = small.post("/api/sample", '{"n": 1, "n": 3}')
+    assert status == 400 and err["error"] == 'request: "n" is given twice', err
