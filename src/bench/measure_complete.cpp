@@ -77,6 +77,7 @@ BenchResult measure_complete(const BenchOptions &o) { // checked by run_bench
   r.cpu = with.device();
   r.batch = with.options().batch;
   r.threads = with.options().threads;
+  r.threads_from = with.options().threads_from;
   r.positions = c.positions();
   r.images = o.images;
   r.samples = o.samples;
