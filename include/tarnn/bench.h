@@ -46,6 +46,8 @@ struct BenchResult {
   StateFormat state = StateFormat::Fp32;
   int64_t batch = 0;
   int threads = 0;
+  std::string
+      threads_from; // RunOptions::threads_from, or "--batch" where fewer images than threads
   double load_average = -1; // the 1-minute load average at the start (other work skews figures)
   // time
   int positions = 0, steps_measured = 0;

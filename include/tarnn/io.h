@@ -97,6 +97,11 @@ private:
   bool made_ = false; // the partial holds only this writer's images (not resumed)
 };
 
+// Whether PATH (its links followed) is a finished NpyWriter's array of n images of this size: a
+// regular file with its header, and its size to the byte (an interrupted run's is its partial;
+// `--resume` of a finished run finds it whole). A stream never is.
+bool npy_is_whole(const std::string &path, int64_t n, int height, int width, int channels);
+
 // For programs (the tarnn command calls it first): on SIGINT, SIGTERM or SIGHUP, delete the
 // temporaries of writes in progress, then die of the signal as before. Without it an interrupted
 // write leaves its hidden temporary behind (the target itself is never half-written).

@@ -22,11 +22,15 @@ struct RunOptions {
   Device device = Device::Cpu;
   int64_t batch = 0; // images whose state is in memory at once; 0: the device's default
                      // (256 on the CPU, as many as fit on the GPU)
-  int threads = 0;   // CPU threads, each stepping its share of the images; 0: every core
+  int threads = 0;   // CPU threads, each stepping its share of the images; 0: every core this
+                     // process may use (its CPU affinity and cgroup quota)
   Precision precision = Precision::Fp32; // the GEMMs' arithmetic (numerics.h)
   StateFormat state = StateFormat::Fp32; // how S and z are stored between positions
   bool prefill = true; // known leading bytes in the parallel form (false: step by step; the
                        // same bits, slower: `--no-prefill`, for comparisons)
+  // Set by resolve_run_options: where `threads` came from: "--threads" (given), or for 0 what
+  // bounded every core: "affinity", "cgroup quota" ("hardware" where no affinity could be read).
+  std::string threads_from;
 };
 
 constexpr int64_t kDefaultCpuBatch = 256;

@@ -137,6 +137,7 @@ BenchResult measure(const BenchOptions &o) {
   r.cpu = cpu_model_name();
   r.batch = B;
   r.threads = t.threads;
+  r.threads_from = t.threads < run.threads ? "--batch" : run.threads_from;
   r.positions = L;
   r.steps_measured = int(job.positions.size());
   r.extrapolated = r.steps_measured < L;

@@ -140,6 +140,7 @@ std::string bench_json(const BenchResult &r) {
             {"precision", name(r.precision)},
             {"state", name(r.state)},
             {"threads", r.threads},
+            {"threads_from", r.threads_from},
             {"model", r.model},
             {"attention", r.attention},
             {"attention_form", r.attention_form},

@@ -15,6 +15,8 @@
 #include <system_error>
 #include <unistd.h>
 
+#include "../jobs/test_interrupt.h"
+
 namespace tarnn::cli {
 
 void add_model_option(CLI::App *cmd, std::string &model, const std::string &default_model) {
@@ -57,7 +59,8 @@ nlohmann::json numerics_json(const Engine &engine) {
   const RunOptions &o = engine.options();
   return {{"device", name(o.device)},       {"device_name", engine.device()},
           {"precision", name(o.precision)}, {"state", name(o.state)},
-          {"threads", o.threads},           {"warnings", engine.warnings()}};
+          {"threads", o.threads},           {"threads_from", o.threads_from},
+          {"warnings", engine.warnings()}};
 }
 
 void print_warnings(const Engine &engine) {
@@ -90,6 +93,15 @@ void catch_interrupts() {
 }
 
 int interrupted() { return caught; }
+
+void interrupt_for_test(int64_t done) {
+  if (const int sig = test_interrupt_due(done)) {
+    ::raise(sig); // through the handler catch_interrupts installed
+    if (!caught)  // a process started with the signal ignored (a background job): caught all the
+                  // same
+      caught = sig;
+  }
+}
 
 RunOptions RunArgs::options() const {
   return as_usage([&] {
@@ -124,6 +136,36 @@ void add_run_options(CLI::App *cmd, RunArgs &a) {
       "--no-prefill", [&run] { run.prefill = false; },
       "feed the known leading bytes step by step instead of all at once (the same bits, slower: "
       "for comparisons)");
+}
+
+void add_resume_options(CLI::App *cmd, ResumeArgs &r, const std::string &streamed) {
+  cmd->add_flag("--resume", r.resume,
+                "go on with an interrupted run of the same command (its " + streamed +
+                    "); on a finished one, do nothing");
+  cmd->add_flag("--overwrite", r.overwrite,
+                "start over where an interrupted run left its " + streamed +
+                    ", discarding its images and record");
+}
+
+void ResumeArgs::check(bool streams, const std::string &streamed) const {
+  if (resume && overwrite)
+    throw UsageError("--resume goes on with an interrupted run, --overwrite starts over: give one");
+  if ((resume || overwrite) && !streams)
+    throw UsageError(std::string(resume ? "--resume" : "--overwrite") + " is for " + streamed +
+                     " outputs; a grid alone is not resumable");
+}
+
+void ResumeArgs::refuse_unasked_restart(const ResumeRecord &record, const std::string &outputs,
+                                        int64_t total, const char *unit) const {
+  if (resume || overwrite || !record.exists())
+    return;
+  const int64_t count = record.count_on_disk();
+  throw Error(outputs + ": an interrupted run " +
+              (count >= 0 ? "wrote " + std::to_string(count) + " of " + std::to_string(total) +
+                                " " + unit + " there"
+                          : "left its " + std::string(unit) + " there") +
+              " (its record: " + record.where() +
+              "): --resume goes on from there, --overwrite starts over and discards them");
 }
 
 void add_temperature_option(CLI::App *cmd, double &t) {
@@ -237,8 +279,14 @@ void run_in_batches(int64_t total, int64_t batch, int positions_per_image, const
       writing.get();
     return handed;
   };
+  int64_t outputs = 0; // the images of the ImageSets computed (complete: its completions)
   try {
     for (int64_t first = 0; first < total;) {
+      interrupt_for_test(outputs);
+      if (first > 0 && bar) // each batch's end is a report (it throws Interrupted once caught)
+        bar(first * per, total * per);
+      if (const int sig = interrupted())
+        throw Interrupted{sig};
       const int64_t count = std::min(batch, total - first);
       const Progress progress = [&, first](int64_t done, int64_t all) {
         if (!bar)
@@ -249,6 +297,7 @@ void run_in_batches(int64_t total, int64_t batch, int positions_per_image, const
           bar(total * per, total * per);
       };
       auto images = std::make_shared<const ImageSet>(compute(first, count, progress));
+      outputs += images->count;
       written();
       try {
         writing = std::async(std::launch::async, [&write, images] { write(*images); });
@@ -256,8 +305,6 @@ void run_in_batches(int64_t total, int64_t batch, int positions_per_image, const
         write(*images);
       }
       handed = first += count;
-      if (const int sig = interrupted(); sig && first < total)
-        throw Interrupted{sig};
     }
     written();
   } catch (Interrupted &i) {

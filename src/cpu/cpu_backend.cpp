@@ -15,6 +15,7 @@
 #include "../base/util.h"
 #include "../model/rollout.h"
 #include "../softmax/softmax_ops.h"
+#include "cores.h"
 #include "cpu_backend.h"
 #include "cpu_ops.h"
 #include "tarnn/error.h"
@@ -43,8 +44,10 @@ struct Stopped {}; // thrown into a worker's rollout when another worker failed
 
 class CpuBackend : public Backend {
 public:
+  // The teams spin where the engine's threads, all at work, fit in the cores it may use.
   CpuBackend(const Model &m, const RunOptions &o, const Knobs &k)
-      : model_(m), options_(o), weights_(m, o.precision), kernels_{k.reference_gemm} {}
+      : model_(m), options_(o), weights_(m, o.precision), kernels_{k.reference_gemm},
+        teams_(o.threads <= usable_cores().count) {}
 
   std::string device() const override {
     return "cpu: " + cpu_model_name() + ", " + count_of(options_.threads, "thread", "threads") +

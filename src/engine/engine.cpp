@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-#include <thread>
 #include <vector>
 
+#include "../cpu/cores.h"
 #include "registry.h"
 #include "tarnn/error.h"
 #include "testing.h"
@@ -120,8 +120,13 @@ RunOptions resolve_run_options(const Config &c, RunOptions o) {
   const BackendEntry &device = backend_entry(o.device);
   if (keeps_kv_cache(c))
     check_softmax_options(o, device);
-  if (o.threads == 0)
-    o.threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.threads == 0) {
+    const UsableCores cores = usable_cores();
+    o.threads = std::min(cores.count, kMaxThreads);
+    o.threads_from = cores.from;
+  } else {
+    o.threads_from = "--threads";
+  }
   if (const int most = state_max_positions(o.state); most > 0 && c.positions() > most)
     throw Error(std::string("--state ") + name(o.state) + " is measured up to " +
                 std::to_string(most) + " positions (docs/STATE.md), this model has " +

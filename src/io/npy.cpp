@@ -3,6 +3,7 @@
 // chunk by chunk for sample --npy (include/tarnn/io.h: NpyWriter).
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -161,6 +162,20 @@ ImageSet read_npy(const std::string &path, const std::vector<uint8_t> &raw, cons
                 " bytes of images, the file holds " + std::to_string(have));
   s.bytes.assign(raw.begin() + long(data), raw.end());
   return s;
+}
+
+bool npy_is_whole(const std::string &path, int64_t n, int height, int width, int channels) {
+  const std::string head = npy_header(n, height, width, channels);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      int64_t(st.st_size) != int64_t(head.size()) + n * int64_t(height) * width * channels)
+    return false;
+  std::string on_disk(head.size(), '\0');
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  const bool read = f && std::fread(on_disk.data(), 1, on_disk.size(), f) == on_disk.size();
+  if (f)
+    std::fclose(f);
+  return read && on_disk == head;
 }
 
 std::string NpyWriter::partial() const {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 
+#include "../jobs/test_interrupt.h"
 #include "tarnn/error.h"
 
 namespace tarnn::serve {
@@ -174,9 +176,17 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Ticket>> batch) {
       }
     }
     bool stopping;
+    int64_t finished; // images of the requests answered before
     {
       std::lock_guard<std::mutex> l(mutex_);
       stopping = stopping_;
+      finished = stats_.images_done;
+    }
+    // TARNN_TEST_INTERRUPT_AFTER: the signal at a known report of a run, which then ends here
+    if (const int sig = stopping ? 0 : test_interrupt_due(finished)) {
+      std::raise(sig); // the command's handler: the server stops, as on a signal from outside
+      stop();
+      stopping = true;
     }
     if (stopping)
       throw Error("the server is stopping");

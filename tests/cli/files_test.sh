@@ -42,11 +42,37 @@ grep -q '"command": "sample"' "$work/from-fifo.json" && ok || bad "--json-file i
 expect_eq "$(kind "$work/fifo.json") $(kind "$work/fifo.npy") $(kind "$work/fifo.png")" "fifo fifo fifo" "FIFOs after writing into them"
 expect_error "not a file (a device, a FIFO or a descriptor): a run writing into it cannot be resumed" \
   "$TARNN" sample "${S[@]}" --npy "$work/fifo.npy" --resume
+# a FIFO is a stream: an interrupted run says what went into it, and that it keeps no record
+timeout 120 cat "$work/fifo.npy" >"$work/from-fifo.npy" &
+TARNN_TEST_INTERRUPT_AFTER=2 "$TARNN" sample "${S[@]}" --batch 1 --npy "$work/fifo.npy" >/dev/null 2>"$work/err"
+expect_eq "$? $(cat "$work/err")" "130 tarnn: interrupted (signal 2): 2 of 3 images written into $work/fifo.npy, a stream (not resumable)" "a run into a FIFO interrupted"
+wait
 # a character device of our own (/dev/null's numbers), where this user may make one
 if mknod "$work/null" c 1 3 2>/dev/null; then
   expect_ok "$TARNN" score --model "$SMALL" --images "$SMALL/inputs-idx-ubyte" --json-file "$work/null"
   expect_eq "$(kind "$work/null")" "character special file" "--json-file onto a device"
 fi
+
+# --- a run through a link is resumed, refused and started over there: its partial and record are
+# beside the file the link leads to, the link kept (--overwrite through a link; --resume through it
+# of an interrupted run, then of a finished one)
+L=(sample --model "$SMALL" -n 8 --seed 6 --batch 2 --threads 1 --quiet)
+expect_ok "$TARNN" "${L[@]}" --npy "$work/lwant.npy"
+ln -s real/l.npy "$work/l.npy"
+for restart in --overwrite --resume; do
+  TARNN_TEST_INTERRUPT_AFTER=4 "$TARNN" "${L[@]}" --npy "$work/l.npy" >/dev/null 2>"$work/err"
+  expect_eq "$? $(ls -A "$work/real" | grep '^l\.' | tr '\n' ' ')" "130 l.npy.partial l.npy.partial.json " "interrupted through a link (then $restart)"
+  expect_error "$work/l.npy: an interrupted run wrote 4 of 8 images there (its record: $work/real/l.npy.partial.json): --resume goes on from there, --overwrite starts over" \
+    "$TARNN" "${L[@]}" --npy "$work/l.npy"
+  expect_ok "$TARNN" "${L[@]}" --npy "$work/l.npy" $restart --json
+  $PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(j['resumed_at'] != (4 if '$restart' == '--resume' else 0))" && ok || bad "$restart through a link: $(cat "$work/out")"
+  cmp -s "$work/real/l.npy" "$work/lwant.npy" && ok || bad "$restart through a link: other bytes"
+  expect_eq "$(kind "$work/l.npy") $(ls -A "$work/real" | grep '^l\.' | tr '\n' ' ')" "symbolic link l.npy " "$restart through a link: what is left"
+  rm "$work/real/l.npy"
+done
+expect_ok "$TARNN" "${L[@]}" --npy "$work/l.npy"
+expect_ok "$TARNN" "${L[@]}" --npy "$work/l.npy" --resume
+expect_eq "$(cat "$work/out")" "$work/l.npy: already complete (8 images): nothing sampled" "--resume through a link of a finished run"
 
 # --- names of 244 to 255 bytes: their temporaries, partial and record fit (a 244-byte --npy
 # computed every image, then failed); a name too long for any file is refused before any work

@@ -80,7 +80,8 @@ fields() { # JSON_FILE PYTHON_CONDITION...: the common fields, then the command'
   $PY - "$@" <<'PYEOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
-common = {"schema_version": 3, "device": "cpu", "precision": "bf16", "state": "fp32", "threads": 2}
+common = {"schema_version": 3, "device": "cpu", "precision": "bf16", "state": "fp32", "threads": 2,
+          "threads_from": "--threads"}
 wrong = {k: j.get(k) for k, v in common.items() if j.get(k) != v or type(j.get(k)) is not type(v)}
 wrong.update({c: "false" for c in sys.argv[2:] if not eval(c, {"j": j})})
 assert not wrong, f"{sys.argv[1]}: {wrong}"
@@ -106,6 +107,21 @@ $PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['schema
 expect_ok "$TARNN" info --model "$SMALL" --device cpu --json # and the device a run would use
 $PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['device'] == 'cpu' and j['device_name'].startswith('cpu')))" && ok || bad "info --device JSON"
 fields "$work/j.json" "j['device_name'].startswith('cpu')" && ok || bad "bench JSON's device_name"
+# every core is the cores this process may use: one under taskset, said where it came from, and
+# "1 thread" in words; the JSON names the source (docs/JSON.md)
+if command -v taskset >/dev/null; then
+  one=$(taskset -pc $$ | sed 's/.*: //; s/[,-].*//') # the first core this shell may use
+  expect_ok taskset -c "$one" "$TARNN" bench --model "$SMALL" --steps 2 --batch 8 --json
+  $PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['threads'] == 1 and j['threads_from'] == 'affinity' and j['machine']['threads'] == 1))" \
+    && ok || bad "bench under taskset -c $one: $(grep threads "$work/out")"
+  expect_ok taskset -c "$one" "$TARNN" bench --model "$SMALL" --steps 2 --batch 8
+  grep -q ", 1 thread, " "$work/out" && ok || bad "one thread in words: $(head -1 "$work/out")"
+  expect_ok taskset -c "$one" "$TARNN" sample --model "$SMALL" -n 2 --out-dir "$work/t1" --json
+  $PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['threads'] == 1 and j['threads_from'] == 'affinity' and ', 1 thread,' in j['device_name']))" \
+    && ok || bad "sample under taskset -c $one: $(grep threads "$work/out")"
+else
+  echo "taskset checks skipped: no taskset here"
+fi
 
 # --- one set of defaults (tarnn/jobs.h): seed 0 and 4 completions per image, as Python's and the
 # server's (tests/python, tests/serve check theirs against these)

@@ -63,7 +63,7 @@ TEST(Prefill, StateAfterTheKnownHalfIsTheSteppedState) {
     const StepBuffers b = step_buffers(memory.data(), layout);
     // on one thread, and on teams of 2 and 3 (GEMM and LayerNorm rows, attention heads split)
     for (int threads : {1, 2, 3}) {
-      WorkerTeam team(threads);
+      WorkerTeam team(threads, false);
       PrefillOps pre(c, w.view(), b, CpuKernels{}, threads > 1 ? &team : nullptr);
       std::vector<float> last;
       prefill_one(pre, c, img.image(0), P, last);

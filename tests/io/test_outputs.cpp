@@ -213,6 +213,62 @@ TEST(Outputs, ResumeRecordCountsAndRefusesAnotherRun) {
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 
+// A field that only one of the record and the run has differs too: a run's optional field (a
+// temperature other than 1, absent from a run at 1 and from any record written before it existed)
+// is compared both ways, so a run at 1 does not go on with a run at 0.7's images, nor the reverse.
+TEST(Outputs, ResumeRecordComparesAFieldOnlyOneSideHas) {
+  TempDir dir;
+  const std::string path = dir / "run.json";
+  const std::string at_1 = R"({"seed": 1, "n": 10})";
+  const std::string at_07 = R"({"seed": 1, "n": 10, "temperature": 0.7})";
+  for (const auto &[written, asked] : {std::pair{at_07, at_1}, std::pair{at_1, at_07}}) {
+    std::filesystem::remove(path);
+    ResumeRecord(path, written).add(images(2));
+    EXPECT_EQ(ResumeRecord(path, written).load(), 2);
+    EXPECT_NE(error_of([&, &asked = asked] {
+                ResumeRecord(path, asked).load();
+              }).find("was written by another run (temperature differs)"),
+              std::string::npos)
+        << written << " resumed as " << asked;
+  }
+}
+
+// What --resume and --overwrite see of an earlier run: its record (an interrupted run's: a
+// finished run removed it) and its count, read without load()'s checks; discard() removes it; a
+// finished run's outputs are whole (every PNG there, the .npy's header and size exact).
+TEST(Outputs, AnEarlierRunIsSeenAndAFinishedOneIsWhole) {
+  TempDir dir;
+  const std::string path = dir / "run.json";
+  ResumeRecord record(path, R"({"seed": 1, "n": 10})");
+  EXPECT_FALSE(record.exists());
+  EXPECT_EQ(record.count_on_disk(), -1);
+  record.add(images(3));
+  EXPECT_TRUE(record.exists());
+  EXPECT_EQ(record.count_on_disk(), 3);
+  write_file(path, {'{', '}'});
+  EXPECT_EQ(record.count_on_disk(), -1); // not a record: there, uncounted
+  record.discard();
+  EXPECT_FALSE(record.exists());
+  record.discard(); // none: nothing to do
+
+  const ImageSet all = images(3);
+  const auto name = [](int64_t i) { return image_png_name(i); };
+  auto folder = png_folder_sink(dir / "d", 5, 4, 2, name);
+  folder->add(slice(all, 0, 2));
+  EXPECT_FALSE(png_folder_is_whole(dir / "d", 3, name));
+  folder->add(slice(all, 2, 1));
+  EXPECT_TRUE(png_folder_is_whole(dir / "d", 3, name));
+  auto npy = npy_sink(dir / "a.npy", 3, 5, 4, 2);
+  npy->add(all);
+  EXPECT_FALSE(npy_is_whole(dir / "a.npy", 3, 5, 4, 2)); // still a.npy.partial
+  npy->finish();
+  EXPECT_TRUE(npy_is_whole(dir / "a.npy", 3, 5, 4, 2));
+  EXPECT_FALSE(npy_is_whole(dir / "a.npy", 4, 5, 4, 2)); // another run's shape
+  EXPECT_FALSE(npy_is_whole(dir / "a.npy", 3, 4, 5, 2));
+  std::filesystem::resize_file(dir / "a.npy", std::filesystem::file_size(dir / "a.npy") - 1);
+  EXPECT_FALSE(npy_is_whole(dir / "a.npy", 3, 5, 4, 2)); // one byte short
+}
+
 // A record is checked before anything is trusted: its fields as a run writes them (a "done" of
 // -5 once truncated the partial output, "32" threw the JSON library's own exception), and the
 // images it counts against its checksum of their bytes (four flipped bytes were kept; a folder

@@ -76,14 +76,16 @@ for batch in "--batch 4096 --precision" "--batch 0 --steps 100 --precision"; do
 done
 echo "bench: $configs configurations, each at 4,096 and at the automatic batch"
 
-# the timed steps refuse to run beside a trainer
+# the timed steps refuse to run beside a trainer (a stand-in that lives until it is killed)
 mkdir -p "$work/lease2"
-sleep 60 &
-echo $! >"$work/lease2/train.pid"
+sleep infinity &
+trainer=$!
+trap 'kill $trainer 2>/dev/null; rm -rf "$work"' EXIT
+echo $trainer >"$work/lease2/train.pid"
 DRY=1 OUT="$work/out4" LEASE_DIR="$work/lease2" PY="$PY" bash tools/gpu/lease.sh bench profile softmax >"$work/log4" 2>&1
 grep -q "a trainer is running" "$work/log4" || bad "bench ran beside a trainer: $(tail -3 "$work/log4")"
 grep -q "skipped: profile: a trainer is running" "$work/log4" || bad "profile ran beside a trainer"
 grep -q "^dry: .*bench --device cuda" "$work/log4" && bad "a timed command beside a trainer"
-kill %1 2>/dev/null
+kill $trainer 2>/dev/null
 [ $fail -eq 0 ] && echo "lease dry run: ok ($(wc -l <"$work/commands") commands checked)"
 exit $fail
