@@ -176,7 +176,9 @@ BenchResult measure(const BenchOptions &o) {
         t.info.peak_bandwidth > 0 ? t.info.peak_bandwidth / (2 * state * L) : 0;
     r.device_bytes = t.info.memory_bytes;
     r.kernels_per_step = t.info.kernels_per_step;
+    r.emulated_bytes = t.emulated_bytes;
   }
+  r.device_name = engine.device();
   return r;
 }
 

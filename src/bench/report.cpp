@@ -57,6 +57,34 @@ std::string cpu_text(const BenchResult &r) {
   return s;
 }
 
+// The emulated device's bytes per image-step, in all and by kernel and GEMM.
+struct Moved {
+  double all = 0, state = 0, weights = 0;
+};
+Moved moved(const BenchResult &r) {
+  Moved m;
+  for (const KernelBytes &k : r.emulated_bytes) {
+    m.all += k.read + k.written;
+    m.state += k.state;
+    m.weights += k.weights;
+  }
+  return m;
+}
+
+std::string emulated_text(const BenchResult &r) {
+  if (r.emulated_bytes.empty())
+    return "";
+  const Moved m = moved(r);
+  std::string s =
+      line("  emulated device: %.0f bytes per image-step in device memory (state %.0f, "
+           "weights %.0f at batch %lld, other %.0f)\n",
+           m.all, m.state, m.weights, static_cast<long long>(r.batch), m.all - m.state - m.weights);
+  for (const KernelBytes &k : r.emulated_bytes)
+    s += line("    %-44s x%-4g %10.0f read %10.0f written (state %.0f)\n", k.name.c_str(),
+              k.launches_per_step, k.read, k.written, k.state);
+  return s;
+}
+
 std::string cuda_text(const BenchResult &r) {
   std::string s =
       line("%s, %s attention, batch %lld, %s, %s GEMMs, %s state: %.2f images/s (%.3f ms/step, "
@@ -72,7 +100,7 @@ std::string cuda_text(const BenchResult &r) {
   if (r.extrapolated)
     s += " [extrapolated from " + std::to_string(r.steps_measured) + " of " +
          std::to_string(r.positions) + " positions]";
-  return s + "\n";
+  return s + "\n" + emulated_text(r);
 }
 
 } // namespace
@@ -108,6 +136,7 @@ std::string bench_json(const BenchResult &r) {
             {"git_commit", git_commit()},
             {"time", when},
             {"device", name(r.device)},
+            {"device_name", r.device_name},
             {"precision", name(r.precision)},
             {"state", name(r.state)},
             {"threads", r.threads},
@@ -148,6 +177,22 @@ std::string bench_json(const BenchResult &r) {
     j["state_bound_images_per_second"] = r.state_bound_images_per_second;
     j["device_bytes"] = r.device_bytes;
     j["kernels_per_step"] = r.kernels_per_step;
+    if (!r.emulated_bytes.empty()) { // bytes per image and step, docs/JSON.md
+      const Moved m = moved(r);
+      json kernels = json::array();
+      for (const KernelBytes &k : r.emulated_bytes)
+        kernels.push_back({{"name", k.name},
+                           {"gemm", k.gemm},
+                           {"launches_per_step", k.launches_per_step},
+                           {"read_bytes_per_image_step", k.read},
+                           {"written_bytes_per_image_step", k.written},
+                           {"state_bytes_per_image_step", k.state},
+                           {"weights_bytes_per_image_step", k.weights}});
+      j["emulated_bytes_per_image_step"] = m.all;
+      j["emulated_state_bytes_per_image_step"] = m.state;
+      j["emulated_weights_bytes_per_image_step"] = m.weights;
+      j["emulated_kernels"] = kernels;
+    }
   } else {
     json st = json::array();
     for (const auto &[t, s] : r.step_times)

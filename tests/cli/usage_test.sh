@@ -104,6 +104,9 @@ expect_ok "$TARNN" bench --model "$SMALL" --complete -n 2 --samples 1 "${R[@]}"
 fields "$work/j.json" "j['complete']['completions_per_second'] > 0" && ok || bad "bench --complete JSON"
 expect_ok "$TARNN" info --model "$SMALL" --json
 $PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['schema_version'] == 3 and j['parameters'] > 0))" && ok || bad "info JSON"
+expect_ok "$TARNN" info --model "$SMALL" --device cpu --json # and the device a run would use
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['device'] == 'cpu' and j['device_name'].startswith('cpu')))" && ok || bad "info --device JSON"
+fields "$work/j.json" "j['device_name'].startswith('cpu')" && ok || bad "bench JSON's device_name"
 # every core is the cores this process may use: one under taskset, said where it came from, and
 # "1 thread" in words; the JSON names the source (docs/JSON.md)
 if command -v taskset >/dev/null; then
