@@ -43,29 +43,36 @@ std::string lacking(const char *flag, const std::string &value, const std::strin
          (why.empty() ? "" : " (" + why + ")") + "; the " + upper(name(d)) + " has " + it_has;
 }
 
-// The environment's one engine switch (docs/ENVIRONMENT.md): TARNN_GEMM=cublas|unfused, CUDA's
-// GEMM paths for comparisons.
+// The environment's one engine switch (docs/ENVIRONMENT.md): TARNN_GEMM, the knob "gemm" (the
+// backend that reads it checks its value).
 Knobs knobs_from_environment() {
   Knobs k;
-  const char *gemm = std::getenv("TARNN_GEMM");
-  const std::string g = gemm ? gemm : "";
-  if (g == "cublas")
-    k.cuda_gemm = CudaGemm::Cublas;
-  else if (g == "unfused")
-    k.cuda_gemm = CudaGemm::Unfused;
-  else if (!g.empty())
-    throw Error("TARNN_GEMM=" + g + ": not a GEMM path (cublas, unfused; unset: the engine's)");
+  if (const char *gemm = std::getenv("TARNN_GEMM"); gemm && *gemm)
+    k.set("gemm", gemm);
   return k;
+}
+
+// Every knob is one some row reads (a misspelt name is a test that checks nothing).
+void check_knobs(const Knobs &knobs) {
+  for (const auto &[knob, value] : knobs.values) {
+    bool known = false;
+    for (Device d : all_devices())
+      for (const char *k : backend_entry(d).knobs)
+        known = known || knob == k;
+    if (!known)
+      throw Error("a knob no backend reads: " + knob + "=" + value);
+  }
 }
 
 // A softmax model (config.json "attention": "softmax") runs its jobs through a KV cache: on the
 // devices whose backend has one (the registry's forms), and in fp32 only (a KV cache is not the
 // linear state --state describes; fp32 is the default, so a run that leaves --state out passes).
-void check_softmax_options(const RunOptions &o, const BackendEntry &device) {
+void check_softmax_options(const RunOptions &o, const BackendRow &device) {
   if (!has(device.forms, AttentionForm::Softmax))
     throw Error("--device " + std::string(name(o.device)) +
                 " runs linear attention only, and this model's config.json says attention "
-                "\"softmax\": run it with --device cpu (its KV cache is on the CPU)");
+                "\"softmax\": run it with --device " +
+                devices_with(AttentionForm::Softmax) + " (a KV cache)");
   if (o.state != StateFormat::Fp32)
     throw Error(std::string("--state ") + name(o.state) +
                 " stores linear attention's state S; this model's attention is softmax, whose "
@@ -75,7 +82,7 @@ void check_softmax_options(const RunOptions &o, const BackendEntry &device) {
 } // namespace
 
 void check_run_options(const RunOptions &o) {
-  const BackendEntry &device = backend_entry(o.device);
+  const BackendRow &device = backend_entry(o.device);
   if (o.batch < 0 || o.batch > kMaxBatch)
     throw Error("--batch must be in [0, " + std::to_string(kMaxBatch) +
                 "] (0: the device's default) (got " + std::to_string(o.batch) + ")");
@@ -87,9 +94,12 @@ void check_run_options(const RunOptions &o) {
     for (Device d : all_devices())
       if (has(backend_entry(d).precisions, o.precision))
         where.push_back(d);
-    throw Error(lacking("--precision", name(o.precision),
-                        o.precision == Precision::Tf32 ? "TF32 is a GPU tensor-core format" : "",
-                        where, o.device, names(device.precisions)));
+    const char *why = "";
+    for (const Refusal &r : device.refused)
+      if (r.precision == o.precision)
+        why = r.why;
+    throw Error(
+        lacking("--precision", name(o.precision), why, where, o.device, names(device.precisions)));
   }
   if (const char *why = refusal(o.state))
     throw Error(std::string("--state ") + name(o.state) + ": refused: " + why);
@@ -117,7 +127,7 @@ float sampling_temperature(double t) {
 
 RunOptions resolve_run_options(const Config &c, RunOptions o) {
   check_run_options(o);
-  const BackendEntry &device = backend_entry(o.device);
+  const BackendRow &device = backend_entry(o.device);
   if (keeps_kv_cache(c))
     check_softmax_options(o, device);
   if (o.threads == 0) {
@@ -152,7 +162,8 @@ struct Engine::Notes {
 Engine::Engine(Model model, const RunOptions &options, const Knobs &knobs)
     : model_(std::make_unique<const Model>(std::move(model))),
       options_(resolve_run_options(model_->config, options)), notes_(std::make_unique<Notes>()) {
-  backend_ = backend_entry(options_.device).make(*model_, options_, knobs);
+  check_knobs(knobs);
+  backend_ = make_backend(backend_entry(options_.device), *model_, options_, knobs);
 }
 
 std::vector<std::string> Engine::warnings() const {

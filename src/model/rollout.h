@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <type_traits>
@@ -121,8 +122,16 @@ float rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hoo
       }
     ops.upload(b.params, &p, sizeof p);
     while (t < steps) {
-      const int k = hook || job.grown ? std::min(report_every, steps - t) : steps - t;
+      const int k = job.stepped         ? 1
+                    : hook || job.grown ? std::min(report_every, steps - t)
+                                        : steps - t;
+      const auto t0 = std::chrono::steady_clock::now();
       ops.steps(n, k);
+      if (job.stepped) {
+        ops.sync();
+        job.stepped(t,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
       t += k;
       if (hook || job.grown) {
         ops.sync();

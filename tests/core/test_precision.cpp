@@ -26,11 +26,21 @@ Engine engine(Precision precision, int batch, int threads, bool reference = fals
   o.batch = batch;
   o.threads = threads;
   Knobs k;
-  k.reference_gemm = reference;
+  k.set("reference_gemm", reference ? "on" : "off");
   return engine_with(model(), o, k);
 }
 
 } // namespace
+
+// A knob is read by the backend whose row lists it: a misspelt one, which would check nothing, is
+// refused.
+TEST(Knobs, OneNoBackendReadsIsRefused) {
+  Knobs k;
+  k.set("refrence_gemm", "on");
+  EXPECT_NE(error_of([&] { engine_with(model(), RunOptions(), k); })
+                .find("a knob no backend reads: refrence_gemm=on"),
+            std::string::npos);
+}
 
 TEST(PrecisionBf16, SameImagesForAnyBatchAndThreadCount) {
   Engine a = engine(Precision::Bf16, 6, 1), b = engine(Precision::Bf16, 1, 1),
@@ -91,6 +101,10 @@ TEST(Precision, NamesParseBackToTheirValues) {
   }
   EXPECT_EQ(std::string(name(Precision::Bf16)), "bf16");
   EXPECT_EQ(std::string(name(Device::Cuda)), "cuda");
+  // the devices' names and help come from their registry rows, each one's own words
+  EXPECT_EQ(device_help().find("cpu (this machine's cores)"), 0u) << device_help();
+  EXPECT_NE(device_help().find(" or cuda (an NVIDIA GPU"), std::string::npos) << device_help();
+  EXPECT_EQ(batch_help(), "256 on cpu, as many as fit on cuda");
   EXPECT_EQ(error_of([] { parse_precision("fp16"); }),
             "--precision fp16: not a precision (fp32, bf16, or tf32 on cuda)");
   EXPECT_NE(

@@ -1,0 +1,25 @@
+#include "row.h"
+
+#include "plan.h"
+
+namespace tarnn {
+
+const BackendRow &cuda_row() {
+  static const BackendRow row{Device::Cuda,
+                              "cuda",
+                              "an NVIDIA GPU",
+                              kCudaPrecisions,
+                              {},
+                              kCudaStates,
+                              {AttentionForm::Linear},
+                              0,
+                              "as many as fit",
+                              false,
+                              // "graph": "off" for plain launches (default "on": each step a CUDA
+                              // graph); "gemm": cublas or unfused (cuda_backend.cu: CudaGemm)
+                              {"graph", "gemm"},
+                              nullptr}; // the plugin libtarnn_cuda.so makes it
+  return row;
+}
+
+} // namespace tarnn
