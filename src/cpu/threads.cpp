@@ -122,7 +122,7 @@ void WorkerTeam::run_watched(const std::function<void(int)> &f,
   }
   wake_.notify_all();
   std::unique_lock<std::mutex> lock(mutex_);
-  while (pending_.load(std::memory_order_acquire) > 0) {
+  do { // at least once, however soon the helpers are done
     lock.unlock();
     try {
       watch();
@@ -132,7 +132,7 @@ void WorkerTeam::run_watched(const std::function<void(int)> &f,
     lock.lock();
     done_.wait_for(lock, std::chrono::milliseconds(200),
                    [&] { return pending_.load(std::memory_order_acquire) == 0; });
-  }
+  } while (pending_.load(std::memory_order_acquire) > 0);
   watched_ = false;
   lock.unlock();
   error.rethrow();

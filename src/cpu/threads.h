@@ -49,7 +49,7 @@ public:
   int size() const { return int(helpers_.size()) + 1; }
   void run(const std::function<void(int)> &f);
   // The same, but the caller runs none of f: the helpers run f(1) .. f(n - 1) while the caller
-  // calls watch() about 5 times a second until they are done (a job's progress, reported on the
+  // calls watch() once, then about 5 times a second until they are done (a job's progress, reported on the
   // calling thread; an exception of watch stops nothing by itself: it is rethrown at the end,
   // and f should watch failed() of what watch() reports to).
   void run_watched(const std::function<void(int)> &f, const std::function<void()> &watch);
