@@ -97,8 +97,8 @@ struct Rollout {
   std::function<void(int64_t image, int64_t n, int t)> grown;
   // Timing (the benchmark's time per position): when set, every step is run alone and waited
   // for, and then called with its position and the seconds it took, by each thread that ran it
-  // (a CPU thread's share of the images), maybe several at once. The prefill's positions are not
-  // steps: only the positions after the known leading bytes are reported.
+  // (a CPU thread's share of the images), maybe several at once. A prefill (the known leading
+  // bytes' positions 0 .. P-1 at once) is one call, at P - 1, with the time of all of them.
   std::function<void(int t, double seconds)> stepped;
 };
 

@@ -168,10 +168,9 @@ TEST(RolloutGrown, ShowsFinalColumnsAsTheyGrow) {
   }
 }
 
-// The benchmark times the job users run through Rollout::stepped: each step after the known
-// leading bytes reported once by every thread's share of each chunk, with a time, and the images
-// the same bytes as without the hook (sampling, and a completion whose prefill covers the first
-// positions, which are no steps).
+// The benchmark times the job users run through Rollout::stepped: each step reported once by every
+// thread's share of each chunk, with a time, a prefill (a completion's first positions) as one
+// call at its last position, and the images the same bytes as without the hook.
 TEST(RolloutStepped, EveryStepAfterThePrefillOncePerShareSameImages) {
   for (const auto &[batch, threads] : {std::pair{6, 1}, {2, 2}, {6, 3}}) {
     Engine e = small_engine(batch, threads);
@@ -202,7 +201,7 @@ TEST(RolloutStepped, EveryStepAfterThePrefillOncePerShareSameImages) {
       // chunks: each thread's share of 6 images, ceil(batch / threads) rows at a time
       const int rows = (batch + threads - 1) / threads,
                 chunks = threads * ((6 / threads + rows - 1) / rows);
-      const int first = complete ? P : 0;
+      const int first = complete ? P - 1 : 0; // the prefill: one call at its last position
       ASSERT_EQ(int(calls.size()), L - first) << "batch " << batch << " threads " << threads;
       for (const auto &[t, n] : calls) {
         EXPECT_GE(t, first);
