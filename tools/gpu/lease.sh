@@ -96,8 +96,9 @@ build 90 dry run here, 2026-11-25 (2 cores): configure 6.8 s; the build 405 s of
     slower core
 train-start 200 the trainer's start-up (20 s, estimate) + torch.compile under its watchdog (at
     most 120 s: train.py --compile-timeout) + 60 s measured alone (--rate-seconds)
-test 180 estimate: ctest -L gpu once, beside the trainer; the last lease (2026-11-22) timed no
-    test alone (its ctest ran the whole suite)
+test 195 estimate: ctest -L gpu once, beside the trainer; the last lease (2026-11-22) timed no
+    test alone (its ctest ran the whole suite); and the checkpoint guard on the lease's torch, six
+    torch start-ups (tools/gpu/checkpoint_guard.py: 35 s here on a loaded machine, 2026-11-25)
 maps 25 estimate: 5 random MNIST-size models, a torch start-up and 26 MB written each
     (tools/random_model.py)
 sanitize 130 at most 60 s a tool (timeout), and the listing of the GPU tests
@@ -503,6 +504,9 @@ step_test() {
     >>"$OUT/tests.log" 2>&1
   grep -E "max error|identical|FAILED|Passed|Failed|tests passed|Skipped" "$OUT/tests.log" |
     tail -40
+  # the checkpoint guard on this machine's torch, which CI's (1.13) cannot stand in for
+  bounded "$(left)" "$PY" tools/gpu/checkpoint_guard.py >>"$OUT/tests.log" 2>&1
+  grep "checkpoint guard on torch" "$OUT/tests.log"
 }
 
 step_maps() {
