@@ -43,8 +43,8 @@ std::string lacking(const char *flag, const std::string &value, const std::strin
          (why.empty() ? "" : " (" + why + ")") + "; the " + upper(name(d)) + " has " + it_has;
 }
 
-// The environment's one engine switch (docs/ENVIRONMENT.md): TARNN_GEMM=cublas|unfused, CUDA's
-// GEMM paths for comparisons.
+// The environment's engine switches (docs/ENVIRONMENT.md), CUDA's paths for comparisons:
+// TARNN_GEMM=cublas|unfused, the GEMMs; TARNN_BF16_INPUTS=rounded, bf16 GEMMs' inputs.
 Knobs knobs_from_environment() {
   Knobs k;
   const char *gemm = std::getenv("TARNN_GEMM");
@@ -55,6 +55,13 @@ Knobs knobs_from_environment() {
     k.cuda_gemm = CudaGemm::Unfused;
   else if (!g.empty())
     throw Error("TARNN_GEMM=" + g + ": not a GEMM path (cublas, unfused; unset: the engine's)");
+  const char *inputs = std::getenv("TARNN_BF16_INPUTS");
+  const std::string i = inputs ? inputs : "";
+  if (i == "rounded")
+    k.cuda_bf16_inputs = CudaBf16Inputs::Rounded;
+  else if (!i.empty())
+    throw Error("TARNN_BF16_INPUTS=" + i +
+                ": not a path for bf16 GEMMs' inputs (rounded; unset: the engine's)");
   return k;
 }
 

@@ -18,6 +18,12 @@ namespace tarnn {
 // kernel. bf16 always runs the first.
 enum class CudaGemm { Fixed, Cublas, Unfused };
 
+// cuda with bf16 GEMMs: each GEMM input written in bf16 by the kernel that makes it (the engine's:
+// the LayerNorm beside its fp32 x, the first feed-forward GEMM's epilogue; docs/CUDA.md), or
+// written in fp32 and rounded by a pass of its own before each GEMM (the path before issue 41, to
+// compare). The same bits either way.
+enum class CudaBf16Inputs { Written, Rounded };
+
 // Switches for tests and comparisons: never set by a user, so not in RunOptions. The engine
 // reads the one that comes from the environment (TARNN_GEMM, docs/ENVIRONMENT.md); tests set the
 // others through engine/testing.h.
@@ -25,6 +31,7 @@ struct Knobs {
   bool reference_gemm = false; // cpu: the plain reference GEMM instead of the packed one
   bool graph = true;           // cuda: replay each step as a CUDA graph (false: plain launches)
   CudaGemm cuda_gemm = CudaGemm::Fixed;
+  CudaBf16Inputs cuda_bf16_inputs = CudaBf16Inputs::Written;
 };
 
 // The attention the benchmark times with the model's weights: linear attention in RNN mode, or

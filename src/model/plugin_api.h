@@ -13,8 +13,8 @@ namespace tarnn {
 
 // 2: Rollout gained per-image RNG keys and `grown`; 3: numerics as enums, Knobs, time_steps;
 // 4: Rollout and StepParams gained the sampler's temperature (DrawKey: per image);
-// 5: StepTimes::emulated_bytes
-constexpr int kCudaPluginAbi = 5;
+// 5: StepTimes::emulated_bytes; 6: Knobs::cuda_bf16_inputs
+constexpr int kCudaPluginAbi = 6;
 
 struct CudaPluginApi {
   int abi;
