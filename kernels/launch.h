@@ -24,8 +24,9 @@ void launch_linear_attention(const float *qkv, void *state, float *att, int rows
                              int n_layers, int n_heads, const PhiMap &m, StateFormat f,
                              const StepParams *p, cudaStream_t s, bool positions = false);
 void launch_bias_act(float *y, const float *b, int rows, int n, Act a, cudaStream_t s);
+// x16: also x's bf16 copy (residual_layernorm.h), where not null
 void launch_residual_layernorm(float *x, const float *y, const float *w, const float *nb, int rows,
-                               int n, cudaStream_t s);
+                               int n, cudaStream_t s, uint16_t *x16 = nullptr);
 void launch_sample_bytes(const float *o, int K, const uint8_t *given, const uint8_t *known, int T,
                          uint8_t *cur, uint8_t *out, double *log_prob, const StepParams *p,
                          int rows, cudaStream_t s);

@@ -21,7 +21,7 @@ __device__ float warp_sum(float v) {
 }
 
 __global__ void residual_layernorm_kernel(float *x, const float *y, const float *w, const float *nb,
-                                          int rows, int n) {
+                                          int rows, int n, uint16_t *x16) {
   const int lane = threadIdx.x % 32;
   const int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   if (r >= rows) // a whole warp leaves together, so the shuffles below stay full-warp
@@ -41,18 +41,23 @@ __global__ void residual_layernorm_kernel(float *x, const float *y, const float 
   }
   const float var = warp_sum(sq) / static_cast<float>(n);
   const float rstd = 1.0f / sqrtf(var + kLayerNormEps);
-  for (int i = lane; i < n; i += 32)
-    xr[i] = (xr[i] - mean) * rstd * w[i] + nb[i]; // layernorm_row's expression
+  for (int i = lane; i < n; i += 32) {
+    const float v = (xr[i] - mean) * rstd * w[i] + nb[i]; // layernorm_row's expression
+    xr[i] = v;
+    if (x16)
+      x16[size_t(r) * n + i] = bf16_bits(v);
+  }
 }
 
 } // namespace
 
 void launch_residual_layernorm(float *x, const float *y, const float *w, const float *nb, int rows,
-                               int n, cudaStream_t s) {
+                               int n, cudaStream_t s, uint16_t *x16) {
   if (rows <= 0) // an empty grid is a launch error
     return;
   const unsigned blocks = unsigned((int64_t(rows) + kRowsPerBlock - 1) / kRowsPerBlock);
-  TARNN_LAUNCH(residual_layernorm_kernel, blocks, 32 * kRowsPerBlock, 0, s)(x, y, w, nb, rows, n);
+  TARNN_LAUNCH(residual_layernorm_kernel, blocks, 32 * kRowsPerBlock, 0, s)
+  (x, y, w, nb, rows, n, x16);
   launch_check("residual_layernorm_kernel");
 }
 

@@ -1,11 +1,13 @@
 // x = LayerNorm(x + y) per row of [rows, n], the post-norm residual of every sublayer; with y null,
-// x = LayerNorm(x) (the final norm).
+// x = LayerNorm(x) (the final norm). With x16, also a bfloat16 copy of the result (round_bf16.h's
+// rule) for the bf16 GEMM that reads it next: written as the row is, with no pass of its own.
 // The GPU kernel gives each row one warp and reduces in a tree; the twin is the CPU backend's own
 // layernorm_row, so the two agree to float rounding of the mean and variance, not to the bit.
 #pragma once
 
 #include <cstddef>
 
+#include "round_bf16.h"
 #include "tarnn_math.h"
 
 namespace tarnn {
@@ -22,7 +24,7 @@ inline void add_residual(float *x, const float *y, size_t count) {
 }
 
 inline void residual_layernorm_cpu(float *x, const float *y, const float *w, const float *nb,
-                                   int rows, int n) {
+                                   int rows, int n, uint16_t *x16 = nullptr) {
   constexpr int G = 8;
   add_residual(x, y, size_t(rows) * n);
   int r = 0;
@@ -30,6 +32,8 @@ inline void residual_layernorm_cpu(float *x, const float *y, const float *w, con
     layernorm_rows<G>(x + size_t(r) * n, w, nb, x + size_t(r) * n, n);
   for (; r < rows; ++r)
     layernorm_row(x + size_t(r) * n, w, nb, x + size_t(r) * n, n);
+  if (x16)
+    round_bf16_cpu(x, x16, size_t(rows) * n);
 }
 
 } // namespace tarnn

@@ -170,6 +170,22 @@ CudaGemm gemm_path(const Knobs &k) {
   throw Error("TARNN_GEMM=" + g + ": not a GEMM path (cublas, unfused; unset: the engine's)");
 }
 
+// cuda with bf16 GEMMs: each GEMM input written in bf16 by the kernel that makes it (the engine's:
+// the LayerNorm beside its fp32 x, the first feed-forward GEMM's epilogue; docs/CUDA.md), or
+// written in fp32 and rounded by a pass of its own before each GEMM (the path before issue 41, to
+// compare; the knob "bf16_inputs": TARNN_BF16_INPUTS=rounded). The same bits either way.
+enum class CudaBf16Inputs { Written, Rounded };
+
+CudaBf16Inputs bf16_inputs_path(const Knobs &k) {
+  const std::string i = k.get("bf16_inputs");
+  if (i.empty())
+    return CudaBf16Inputs::Written;
+  if (i == "rounded")
+    return CudaBf16Inputs::Rounded;
+  throw Error("TARNN_BF16_INPUTS=" + i +
+              ": not a path for bf16 GEMMs' inputs (rounded; unset: the engine's)");
+}
+
 // A stream and a cuBLAS handle on it. FP32 GEMMs by default (the same products as the CPU's to
 // float rounding); TF32 tensor cores, or bf16 inputs with fp32 sums, on request.
 struct Gpu {
@@ -305,15 +321,23 @@ struct DeviceBatch {
   }
 };
 
+// Where bf16 GEMMs read their inputs (null without bf16): x16, room for one GEMM input of the
+// batch (rows x the widest layer input), which the LayerNorm's copy of x or a rounding pass
+// fills; hid16, the first feed-forward GEMM's bf16 output (rows x d_ff). written: the kernels
+// that make a GEMM's input write it in bf16 (CudaBf16Inputs::Written); else a pass rounds each.
+struct Bf16Inputs {
+  uint16_t *x16 = nullptr, *hid16 = nullptr;
+  bool written = false;
+};
+
 // model/forward.h's ops on the GPU.
 class GpuOps {
 public:
-  // x16: room for one GEMM input of the batch in bfloat16 (rows x the widest layer input), where
-  // the weights are bf16. positions: the rows are consecutive positions of one image (the Pre of
-  // model/prefill.h): the embedding and the attention take them so; no steps, no graph.
+  // positions: the rows are consecutive positions of one image (the Pre of model/prefill.h): the
+  // embedding and the attention take them so; no steps, no graph.
   GpuOps(Gpu &gpu, const Config &c, const ModelView &w, const StepBuffers &b, bool use_graph,
-         uint16_t *x16 = nullptr, bool positions = false)
-      : gpu_(gpu), c_(c), w_(w), b_(b), use_graph_(use_graph), x16_(x16), positions_(positions) {}
+         Bf16Inputs bf16 = {}, bool positions = false)
+      : gpu_(gpu), c_(c), w_(w), b_(b), use_graph_(use_graph), bf16_(bf16), positions_(positions) {}
   ~GpuOps() { drop_graph(); }
   GpuOps(const GpuOps &) = delete;
   GpuOps &operator=(const GpuOps &) = delete;
@@ -323,6 +347,7 @@ public:
   bool worth_prefilling(int distinct, int) const { return distinct <= kCudaPrefillRuns; }
 
   void embed(const ModelView &w, int rows) {
+    copies_ = {}; // a forward starts: no bf16 copy is current
     launch_embedding(b_.x, w.value_embedding, w.pos, b_.cur, b_.params, rows, c_.d_model,
                      gpu_.stream, positions_);
   }
@@ -330,10 +355,16 @@ public:
   // Y^T (out x rows) = op(W) X^T with op = transpose on W's [in, out] column-major view. Then
   // y = act(y + b), rounding as the CPU GEMM's epilogue.
   void linear(const LinearWeights &l, const float *x, float *y, int rows, Act act) {
-    if (l.precision == Precision::Bf16) { // X rounded into x16, then the GEMM on bf16 operands
-      launch_round_bf16(x, x16_, size_t(rows) * l.in, gpu_.stream);
+    wrote(y);
+    if (l.precision == Precision::Bf16) { // the GEMM on bf16 operands
+      const uint16_t *x16 = bf16_of(x, size_t(rows) * l.in);
       const bool fused = gpu_.gemm->fuses(act);
-      gpu_.gemm->run(l.w, fused ? l.b : nullptr, fused ? act : Act::None, x16_, y, l.in, l.out,
+      if (fused && bf16_.written && y == b_.hid) { // hid's one reader: the next (bf16) GEMM
+        gpu_.gemm->run(l.w, l.b, act, x16, bf16_.hid16, l.in, l.out, rows, Gemm::Output::Bf16);
+        copies_.hid16 = y; // y itself is not written
+        return;
+      }
+      gpu_.gemm->run(l.w, fused ? l.b : nullptr, fused ? act : Act::None, x16, y, l.in, l.out,
                      rows);
       if (!fused)
         launch_bias_act(y, l.b, rows, l.out, act, gpu_.stream);
@@ -354,12 +385,17 @@ public:
     launch_bias_act(y, l.b, rows, l.out, act, gpu_.stream);
   }
   void attention(int layer, int rows) {
+    wrote(b_.att);
     launch_linear_attention(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads,
                             phi_map(c_, w_.layers[size_t(layer)].omega), b_.state_format, b_.params,
                             gpu_.stream, positions_);
   }
   void add_norm(float *x, const float *y, NormView n, int rows) {
-    launch_residual_layernorm(x, y, n.w, n.b, rows, c_.d_model, gpu_.stream);
+    wrote(x);
+    uint16_t *x16 = bf16_.written ? bf16_.x16 : nullptr; // x's copy for the bf16 GEMM after it
+    launch_residual_layernorm(x, y, n.w, n.b, rows, c_.d_model, gpu_.stream, x16);
+    if (x16)
+      copies_.x16 = x;
   }
   void sample(int rows) {
     launch_sample_bytes(b_.o, c_.mixtures, b_.given, b_.known, c_.bytes_per_image(), b_.cur, b_.out,
@@ -411,6 +447,24 @@ public:
   }
 
 private:
+  // The bf16 form of x (n elements) for a GEMM: its current copy, else rounded into x16 by a pass.
+  const uint16_t *bf16_of(const float *x, size_t n) {
+    if (copies_.hid16 == x)
+      return bf16_.hid16;
+    if (copies_.x16 != x) {
+      launch_round_bf16(x, bf16_.x16, n, gpu_.stream);
+      copies_.x16 = x;
+    }
+    return bf16_.x16;
+  }
+  // `p` is written in fp32: a bf16 copy of it is no longer current.
+  void wrote(const float *p) {
+    if (copies_.x16 == p)
+      copies_.x16 = nullptr;
+    if (copies_.hid16 == p)
+      copies_.hid16 = nullptr;
+  }
+
   void capture(int rows) {
     drop_graph();
     cuda_check(cudaStreamBeginCapture(gpu_.stream, cudaStreamCaptureModeThreadLocal),
@@ -464,7 +518,10 @@ private:
   const ModelView &w_;
   const StepBuffers &b_;
   bool use_graph_;
-  uint16_t *x16_;
+  Bf16Inputs bf16_;
+  struct {
+    const float *x16 = nullptr, *hid16 = nullptr; // the fp32 buffer whose bf16 copy each holds
+  } copies_;
   bool positions_;
   cudaGraphExec_t exec_ = nullptr;
   int graph_rows_ = -1;
@@ -482,6 +539,7 @@ class CudaBackend : public Backend {
 public:
   CudaBackend(const Model &m, const RunOptions &o, const Knobs &k)
       : model_(m), options_(o), graph_(k.get("graph", "on") == "on"),
+        bf16_inputs_(bf16_inputs_path(k)),
         gpu_((check_supported(m.config), gemm_inputs(o.precision)), gemm_path(k)),
         weights_(m.weights, o.precision) {
     // every layer's GEMM algorithm chosen and checked at every batch size now, not at its first
@@ -491,6 +549,8 @@ public:
         gpu_.gemm->prepare(l.qkv.in, l.qkv.out, Act::None);
         gpu_.gemm->prepare(l.out.in, l.out.out, Act::None);
         gpu_.gemm->prepare(l.ff1.in, l.ff1.out, m.config.activation);
+        if (o.precision == Precision::Bf16 && bf16_inputs_ == CudaBf16Inputs::Written)
+          gpu_.gemm->prepare(l.ff1.in, l.ff1.out, m.config.activation, Gemm::Output::Bf16);
         gpu_.gemm->prepare(l.ff2.in, l.ff2.out, Act::None);
       }
     if (gpu_.gemm)
@@ -519,15 +579,21 @@ public:
     // step by step (CudaPrefill.CompletionsAsStepByStep compares the two on a GPU)
     const bool prefill = options_.prefill;
     const int pre_rows = prefill ? std::min(kPrefillRows, c.positions()) : 0;
-    DeviceBlock x16(bf16 ? size_t(std::max(batch, pre_rows)) * widest_input(c) * 2 : 0,
-                    "bf16 GEMM inputs");
-    uint16_t *x16p = bf16 ? static_cast<uint16_t *>(x16.p) : nullptr;
-    GpuOps ops(gpu_, c, weights_.view, mem.b, graph_, x16p);
+    const size_t bf16_rows = bf16 ? size_t(std::max(batch, pre_rows)) : 0;
+    const size_t hid16_at = align256(bf16_rows * widest_input(c) * 2); // cuBLASLt's alignment
+    DeviceBlock x16(hid16_at + bf16_rows * size_t(c.d_ff) * 2, "bf16 GEMM inputs");
+    Bf16Inputs bf16_inputs;
+    if (bf16) {
+      bf16_inputs.x16 = static_cast<uint16_t *>(x16.p);
+      bf16_inputs.hid16 = reinterpret_cast<uint16_t *>(static_cast<char *>(x16.p) + hid16_at);
+      bf16_inputs.written = bf16_inputs_ == CudaBf16Inputs::Written;
+    }
+    GpuOps ops(gpu_, c, weights_.view, mem.b, graph_, bf16_inputs);
     std::unique_ptr<DeviceBatch> pre_mem;
     std::unique_ptr<GpuOps> pre;
     if (prefill) {
       pre_mem = std::make_unique<DeviceBatch>(c, pre_rows, options_.state, 1);
-      pre = std::make_unique<GpuOps>(gpu_, c, weights_.view, pre_mem->b, false, x16p, true);
+      pre = std::make_unique<GpuOps>(gpu_, c, weights_.view, pre_mem->b, false, bf16_inputs, true);
     }
     RunInfo info;
     info.device = gpu_.name;
@@ -558,6 +624,7 @@ private:
   const Model &model_;
   RunOptions options_;
   bool graph_;
+  CudaBf16Inputs bf16_inputs_;
   std::mutex running_;
   Gpu gpu_;
   DeviceWeights weights_;

@@ -20,11 +20,10 @@ void lt_check(cublasStatus_t s, const char *call) {
 // storage read as an [in x out] column-major matrix and transposed.
 struct Layouts {
   cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;
-  Layouts(int in, int out, int rows, cudaDataType_t input) {
+  Layouts(int in, int out, int rows, cudaDataType_t input, cudaDataType_t output) {
     lt_check(cublasLtMatrixLayoutCreate(&w, input, in, out, in), "cublasLtMatrixLayoutCreate");
     lt_check(cublasLtMatrixLayoutCreate(&x, input, in, rows, in), "cublasLtMatrixLayoutCreate");
-    lt_check(cublasLtMatrixLayoutCreate(&y, CUDA_R_32F, out, rows, out),
-             "cublasLtMatrixLayoutCreate");
+    lt_check(cublasLtMatrixLayoutCreate(&y, output, out, rows, out), "cublasLtMatrixLayoutCreate");
   }
   ~Layouts() {
     cublasLtMatrixLayoutDestroy(w);
@@ -40,6 +39,37 @@ struct Layouts {
 constexpr int kReferenceRows = 4096;
 constexpr int kCheckRows[] = {1, 5, 12, 4096, 1 << 20};
 
+cudaDataType_t data_type(Gemm::Output y) {
+  return y == Gemm::Output::Bf16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+// One matmul's description: compute type, W transposed, the epilogue; Y's type, with the bias
+// fp32 whatever Y is (cuBLASLt's default bias type is Y's).
+cublasLtMatmulDesc_t make_op(cublasComputeType_t compute, cublasLtEpilogue_t epilogue,
+                             cudaDataType_t y) {
+  cublasLtMatmulDesc_t op = nullptr;
+  lt_check(cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  try {
+    const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
+    const int32_t bias_type = CUDA_R_32F;
+    lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t),
+             "cublasLtMatmulDescSetAttribute");
+    lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n),
+             "cublasLtMatmulDescSetAttribute");
+    lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                            sizeof epilogue),
+             "cublasLtMatmulDescSetAttribute");
+    if (y != CUDA_R_32F)
+      lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                              sizeof bias_type),
+               "cublasLtMatmulDescSetAttribute");
+  } catch (...) {
+    cublasLtMatmulDescDestroy(op);
+    throw;
+  }
+  return op;
+}
+
 } // namespace
 
 Gemm::Gemm(cudaStream_t stream, void *workspace, size_t workspace_bytes, Inputs inputs, bool fuse)
@@ -50,17 +80,10 @@ Gemm::Gemm(cudaStream_t stream, void *workspace, size_t workspace_bytes, Inputs 
       CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_RELU_BIAS};
   try {
     lt_check(cublasLtCreate(&lt_), "cublasLtCreate");
-    for (int e = 0; e < kEpilogues; ++e) {
-      lt_check(cublasLtMatmulDescCreate(&op_[e], compute_, CUDA_R_32F), "cublasLtMatmulDescCreate");
-      const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
-      lt_check(cublasLtMatmulDescSetAttribute(op_[e], CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t),
-               "cublasLtMatmulDescSetAttribute");
-      lt_check(cublasLtMatmulDescSetAttribute(op_[e], CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n),
-               "cublasLtMatmulDescSetAttribute");
-      lt_check(cublasLtMatmulDescSetAttribute(op_[e], CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue[e],
-                                              sizeof epilogue[e]),
-               "cublasLtMatmulDescSetAttribute");
-    }
+    for (int y = 0; y < kOutputs; ++y)
+      for (int e = 0; e < kEpilogues; ++e)
+        if (Output(y) == Output::Fp32 || inputs == Inputs::Bf16)
+          op_[y][e] = make_op(compute_, epilogue[e], data_type(Output(y)));
   } catch (...) {
     release();
     throw;
@@ -70,20 +93,21 @@ Gemm::Gemm(cudaStream_t stream, void *workspace, size_t workspace_bytes, Inputs 
 Gemm::~Gemm() { release(); }
 
 void Gemm::release() {
-  for (auto &op : op_)
-    if (op)
-      cublasLtMatmulDescDestroy(op);
+  for (auto &ops : op_)
+    for (auto &op : ops) {
+      if (op)
+        cublasLtMatmulDescDestroy(op);
+      op = nullptr;
+    }
   if (lt_)
     cublasLtDestroy(lt_);
-  for (auto &op : op_)
-    op = nullptr;
   lt_ = nullptr;
 }
 
 // cuBLASLt's candidates for the layer at `rows` rows, best first, at most `most` of them, none
 // splitting the sum over `in` (a split would make an image's bytes depend on the batch size).
-int Gemm::candidates(Epilogue e, int in, int out, int rows, cublasLtMatmulHeuristicResult_t *found,
-                     int most) {
+int Gemm::candidates(Output y, Epilogue e, int in, int out, int rows,
+                     cublasLtMatmulHeuristicResult_t *found, int most) {
   cublasLtMatmulPreference_t pref = nullptr;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
   const uint64_t bytes = workspace_bytes_;
@@ -93,36 +117,39 @@ int Gemm::candidates(Epilogue e, int in, int out, int rows, cublasLtMatmulHeuris
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                        &no_reduction, sizeof no_reduction);
   int count = 0;
-  Layouts l(in, out, rows, input_type_);
-  const cublasStatus_t s =
-      cublasLtMatmulAlgoGetHeuristic(lt_, op_[e], l.w, l.x, l.y, l.y, pref, most, found, &count);
+  Layouts l(in, out, rows, input_type_, data_type(y));
+  const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt_, op_[int(y)][e], l.w, l.x, l.y, l.y,
+                                                          pref, most, found, &count);
   cublasLtMatmulPreferenceDestroy(pref);
   lt_check(s, "cublasLtMatmulAlgoGetHeuristic");
   return count;
 }
 
-const cublasLtMatmulAlgo_t &Gemm::algo(Epilogue e, int in, int out, int rows) {
-  const auto key = std::make_tuple(int(e), in, out);
+const cublasLtMatmulAlgo_t &Gemm::algo(Output y, Epilogue e, int in, int out, int rows) {
+  if (!op_[int(y)][e])
+    throw Error("a GEMM with bf16 output needs bf16 inputs", Error::Kind::Runtime);
+  const auto key = std::make_tuple(int(y), int(e), in, out);
   if (auto it = algos_.find(key); it != algos_.end())
     return it->second;
-  if (auto it = per_size_.find(std::make_tuple(int(e), in, out, rows)); it != per_size_.end())
+  if (auto it = per_size_.find(std::make_tuple(int(y), int(e), in, out, rows));
+      it != per_size_.end())
     return it->second;
   const bool fallback = std::any_of(per_size_.begin(), per_size_.end(), [&](const auto &kv) {
-    return std::get<0>(kv.first) == int(e) && std::get<1>(kv.first) == in &&
-           std::get<2>(kv.first) == out;
+    return std::make_tuple(std::get<0>(kv.first), std::get<1>(kv.first), std::get<2>(kv.first),
+                           std::get<3>(kv.first)) == key;
   });
   if (!fallback) { // the first time: one algorithm for every row count, if cuBLASLt has one
     cublasLtMatmulHeuristicResult_t found[16];
-    const int count = candidates(e, in, out, kReferenceRows, found, 16);
+    const int count = candidates(y, e, in, out, kReferenceRows, found, 16);
     for (int i = 0; i < count; ++i) {
       cublasLtMatmulAlgo_t a = found[i].algo;
       const int32_t one = 1; // no split-K, stated, not left to the algorithm's default
       cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof one);
       bool runs_everywhere = true;
       for (int r : kCheckRows) {
-        Layouts l(in, out, r, input_type_);
+        Layouts l(in, out, r, input_type_, data_type(y));
         cublasLtMatmulHeuristicResult_t check;
-        if (cublasLtMatmulAlgoCheck(lt_, op_[e], l.w, l.x, l.y, l.y, &a, &check) !=
+        if (cublasLtMatmulAlgoCheck(lt_, op_[int(y)][e], l.w, l.x, l.y, l.y, &a, &check) !=
                 CUBLAS_STATUS_SUCCESS ||
             check.workspaceSize > workspace_bytes_)
           runs_everywhere = false;
@@ -137,30 +164,31 @@ const cublasLtMatmulAlgo_t &Gemm::algo(Epilogue e, int in, int out, int rows) {
         in, out, input_type_ == CUDA_R_16BF ? "bf16" : "fp32");
   }
   cublasLtMatmulHeuristicResult_t best;
-  if (candidates(e, in, out, rows, &best, 1) == 0)
+  if (candidates(y, e, in, out, rows, &best, 1) == 0)
     throw Error("cuBLASLt has no algorithm for a " + std::to_string(in) + " x " +
                     std::to_string(out) + " layer at " + std::to_string(rows) + " rows",
                 Error::Kind::Runtime);
-  return per_size_[std::make_tuple(int(e), in, out, rows)] = best.algo;
+  return per_size_[std::make_tuple(int(y), int(e), in, out, rows)] = best.algo;
 }
 
-void Gemm::prepare(int in, int out, Act act) {
-  algo(Plain, in, out, kReferenceRows);
+void Gemm::prepare(int in, int out, Act act, Output y_type) {
+  if (y_type == Output::Fp32)
+    algo(y_type, Plain, in, out, kReferenceRows);
   if (fuses(act))
-    algo(act == Act::Relu ? ReluBias : Bias, in, out, kReferenceRows);
+    algo(y_type, act == Act::Relu ? ReluBias : Bias, in, out, kReferenceRows);
 }
 
-void Gemm::run(const void *w, const float *b, Act act, const void *x, float *y, int in, int out,
-               int rows) {
+void Gemm::run(const void *w, const float *b, Act act, const void *x, void *y, int in, int out,
+               int rows, Output y_type) {
   const Epilogue e = !b || !fuses(act) ? Plain : act == Act::Relu ? ReluBias : Bias;
-  const cublasLtMatmulAlgo_t &a = algo(e, in, out, rows);
+  const cublasLtMatmulAlgo_t &a = algo(y_type, e, in, out, rows);
+  cublasLtMatmulDesc_t op = op_[int(y_type)][e];
   if (e != Plain)
-    lt_check(
-        cublasLtMatmulDescSetAttribute(op_[e], CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b),
-        "cublasLtMatmulDescSetAttribute");
-  Layouts l(in, out, rows, input_type_);
+    lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b),
+             "cublasLtMatmulDescSetAttribute");
+  Layouts l(in, out, rows, input_type_, data_type(y_type));
   const float one = 1.0f, zero = 0.0f;
-  lt_check(cublasLtMatmul(lt_, op_[e], &one, w, l.w, x, l.x, &zero, y, l.y, y, l.y, &a, workspace_,
+  lt_check(cublasLtMatmul(lt_, op, &one, w, l.w, x, l.x, &zero, y, l.y, y, l.y, &a, workspace_,
                           workspace_bytes_, stream_),
            "cublasLtMatmul");
 }

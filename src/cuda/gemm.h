@@ -9,7 +9,10 @@
 // rounding): no pass of their own over y (9.9% of a step at batch 4,096 in fp32, by ncu on an
 // H100). GELU stays in bias_act: cuBLASLt's is the tanh approximation, the model's the erf form.
 // With bf16, W and X are bfloat16 (CUDA_R_16BF, rounded by kernels/round_bf16.h) and the products
-// are summed in fp32 on tensor cores (CUBLAS_COMPUTE_32F); Y stays fp32.
+// are summed in fp32 on tensor cores (CUBLAS_COMPUTE_32F); Y is fp32, or bf16 where the one
+// reader of Y is another bf16 GEMM (Output::Bf16: cuBLASLt rounds the epilogue's fp32 result to
+// nearest even, the rounding that GEMM's input would get from kernels/round_bf16.h but for
+// subnormals, which cuBLASLt keeps and bf16_bits flushes to zero).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +28,7 @@ namespace tarnn {
 class Gemm {
 public:
   enum class Inputs { Fp32, Tf32, Bf16 };
+  enum class Output { Fp32, Bf16 }; // Y's type; Bf16 with Inputs::Bf16 only
   // `workspace` (`workspace_bytes`) is the kernels' scratch: allocated up front, since nothing
   // may be allocated while a graph is captured. Tf32: TF32 tensor cores
   // (CUBLAS_COMPUTE_32F_FAST_TF32); Bf16: W and X in bfloat16, fp32 sums. fuse: bias and ReLU in
@@ -38,22 +42,24 @@ public:
   bool fuses(Act act) const { return fuse_ && (act == Act::None || act == Act::Relu); }
 
   // Y [rows, out] = X [rows, in] W^T (+ b, then act, where b and fuses(act)); W [out, in] row-major
-  // (PyTorch's layout), b [out]. W and X are float, or uint16_t bfloat16 bits with Bf16.
-  void run(const void *w, const float *b, Act act, const void *x, float *y, int in, int out,
-           int rows);
+  // (PyTorch's layout), b [out]. W and X are float, or uint16_t bfloat16 bits with Bf16; Y float,
+  // or bfloat16 bits with Output::Bf16.
+  void run(const void *w, const float *b, Act act, const void *x, void *y, int in, int out,
+           int rows, Output y_type = Output::Fp32);
 
   // Chooses, at start-up, the algorithm of an (in, out) layer for every epilogue `act` may take:
   // one that cuBLASLt accepts at 1, 5, 12, 4,096 and 2^20 rows (kCheckRows), so that no batch
   // size fails at its first GEMM. Where none is accepted at every one, the layer falls back to
   // cuBLASLt's own choice per row count, saying so once on stderr (its bytes may then depend on
   // the batch size).
-  void prepare(int in, int out, Act act);
+  void prepare(int in, int out, Act act, Output y_type = Output::Fp32);
 
 private:
   enum Epilogue { Plain, Bias, ReluBias, kEpilogues };
-  const cublasLtMatmulAlgo_t &algo(Epilogue e, int in, int out, int rows);
-  int candidates(Epilogue e, int in, int out, int rows, cublasLtMatmulHeuristicResult_t *found,
-                 int most);
+  static constexpr int kOutputs = 2;
+  const cublasLtMatmulAlgo_t &algo(Output y, Epilogue e, int in, int out, int rows);
+  int candidates(Output y, Epilogue e, int in, int out, int rows,
+                 cublasLtMatmulHeuristicResult_t *found, int most);
   void release();
 
   cudaStream_t stream_;
@@ -63,10 +69,11 @@ private:
   cudaDataType_t input_type_; // of W and X
   bool fuse_;
   cublasLtHandle_t lt_ = nullptr;
-  cublasLtMatmulDesc_t op_[kEpilogues] = {};
-  std::map<std::tuple<int, int, int>, cublasLtMatmulAlgo_t> algos_; // (epilogue, in, out)
-  // the fallback: (epilogue, in, out, rows) for a layer no one algorithm serves at every size
-  std::map<std::tuple<int, int, int, int>, cublasLtMatmulAlgo_t> per_size_;
+  cublasLtMatmulDesc_t op_[kOutputs][kEpilogues] =
+      {}; // [Output][Epilogue]; Bf16's with Bf16 inputs
+  std::map<std::tuple<int, int, int, int>, cublasLtMatmulAlgo_t> algos_; // (y, epilogue, in, out)
+  // the fallback: (y, epilogue, in, out, rows) for a layer no one algorithm serves at every size
+  std::map<std::tuple<int, int, int, int, int>, cublasLtMatmulAlgo_t> per_size_;
 };
 
 } // namespace tarnn

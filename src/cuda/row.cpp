@@ -16,8 +16,9 @@ const BackendRow &cuda_row() {
                               "as many as fit",
                               false,
                               // "graph": "off" for plain launches (default "on": each step a CUDA
-                              // graph); "gemm": cublas or unfused (cuda_backend.cu: CudaGemm)
-                              {"graph", "gemm"},
+                              // graph); "gemm": cublas or unfused (cuda_backend.cu: CudaGemm);
+                              // "bf16_inputs": rounded (CudaBf16Inputs)
+                              {"graph", "gemm", "bf16_inputs"},
                               nullptr}; // the plugin libtarnn_cuda.so makes it
   return row;
 }

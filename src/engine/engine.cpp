@@ -43,12 +43,15 @@ std::string lacking(const char *flag, const std::string &value, const std::strin
          (why.empty() ? "" : " (" + why + ")") + "; the " + upper(name(d)) + " has " + it_has;
 }
 
-// The environment's one engine switch (docs/ENVIRONMENT.md): TARNN_GEMM, the knob "gemm" (the
-// backend that reads it checks its value).
+// The environment's engine switches (docs/ENVIRONMENT.md), CUDA's paths for comparisons:
+// TARNN_GEMM, the knob "gemm"; TARNN_BF16_INPUTS, the knob "bf16_inputs" (the backend that reads
+// each checks its value).
 Knobs knobs_from_environment() {
   Knobs k;
   if (const char *gemm = std::getenv("TARNN_GEMM"); gemm && *gemm)
     k.set("gemm", gemm);
+  if (const char *inputs = std::getenv("TARNN_BF16_INPUTS"); inputs && *inputs)
+    k.set("bf16_inputs", inputs);
   return k;
 }
 

@@ -15,9 +15,10 @@ namespace tarnn {
 
 // 2: Rollout gained per-image RNG keys and `grown`; 3: numerics as enums, Knobs, time_steps;
 // 4: Rollout and StepParams gained the sampler's temperature (DrawKey: per image);
-// 5: StepTimes::emulated_bytes; 6: one entry point for every plugin (BackendPlugin), Knobs by
-// name, Rollout::stepped and Backend::gemm_peak, bytes_moved in place of time_steps
-constexpr int kPluginAbi = 6;
+// 5: StepTimes::emulated_bytes; 6: Knobs::cuda_bf16_inputs; 7: one entry point for every plugin
+// (BackendPlugin), Knobs by name, Rollout::stepped and Backend::gemm_peak, bytes_moved in place
+// of time_steps
+constexpr int kPluginAbi = 7;
 
 struct BackendPlugin {
   int abi;

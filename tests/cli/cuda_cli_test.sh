@@ -28,6 +28,19 @@ j['emulated_kernels'][0]['launches_per_step'] > 0" && ok || bad "bench's JSON on
     "$TARNN" info --device cuda --model "$SMALL" --json >"$work/i.json" 2>&1 &&
       json "$work/i.json" "'emulated' in j['device_name']" && ok || bad "info's JSON"
     "$TARNN" info --device cuda --model "$SMALL" | grep -q "^device .*emulated" && ok || bad "info"
+    # bf16 GEMMs' inputs written by their kernels, or rounded by passes (TARNN_BF16_INPUTS=rounded):
+    # fewer rounding passes counted the first way; another value is a one-line error
+    for path in written rounded; do
+      TARNN_BF16_INPUTS=${path#written} "$TARNN" bench --device cuda --model "$SMALL" --batch 4 \
+        --steps 2 --precision bf16 --quiet --json-file "$work/b-$path.json" >/dev/null 2>&1 || bad "bench, bf16 $path"
+    done
+    rounds() { "$PY" -c "import json; print(sum(k['launches_per_step'] for k in json.load(open('$1'))['emulated_kernels'] if k['name'] == 'round_bf16_kernel'))"; }
+    [ "$(rounds "$work/b-written.json")" = 5.0 ] && [ "$(rounds "$work/b-rounded.json")" = 9.0 ] && ok ||
+      bad "rounding passes: $(rounds "$work/b-written.json") written, $(rounds "$work/b-rounded.json") rounded"
+    TARNN_BF16_INPUTS=fp32 "$TARNN" bench --device cuda --model "$SMALL" --batch 4 --steps 2 \
+      --precision bf16 >"$work/out" 2>"$work/err"
+    [ $? -ne 0 ] && [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q "TARNN_BF16_INPUTS=fp32: not a path" "$work/err" &&
+      ok || bad "TARNN_BF16_INPUTS=fp32: $(cat "$work/err")"
   fi
 else
   reason=$(cat "$work/err")

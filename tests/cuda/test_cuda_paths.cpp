@@ -307,8 +307,10 @@ TEST(CudaMemory, AutoBatchAndMemoryPlanAt65536Images) {
 
 // A step is captured once per batch shape as one graph of 8 nodes a GELU layer (the GEMMs, the
 // attention, two LayerNorms, bias_act) and 5 around them, 7 a ReLU layer (its bias and ReLU in the
-// GEMM), a rounding before each GEMM in bf16; its replays give the bytes and log-likelihoods of
-// plain launches, over whole rollouts, chunked (a tail of another shape captures again).
+// GEMM); in bf16 a rounding pass before the GEMMs whose input no kernel writes in bf16 (the
+// embedding's x, the attention's output, GELU's), or before each (TARNN_BF16_INPUTS=rounded);
+// its replays give the bytes and log-likelihoods of plain launches, over whole rollouts, chunked
+// (a tail of another shape captures again).
 TEST(CudaGraph, AStepIsCapturedOnceAndReplayed) {
   REQUIRE_CUDA_DEVICE();
   const Model small = load_model(small_golden());
@@ -318,16 +320,18 @@ TEST(CudaGraph, AStepIsCapturedOnceAndReplayed) {
   job.count = 4;
   job.out = out.data();
   EXPECT_EQ(engine_with(small, on(Device::Cuda).run, Knobs()).run(job).kernels_per_step, 8 * L + 5);
-  EXPECT_EQ(engine_with(small, on(Device::Cuda, 0, true, Precision::Bf16).run, Knobs())
-                .run(job)
-                .kernels_per_step,
-            8 * L + 5 + 4 * L + 1);
+  Knobs rounded;
+  rounded.set("bf16_inputs", "rounded");
+  const RunOptions bf16 = on(Device::Cuda, 0, true, Precision::Bf16).run;
+  EXPECT_EQ(engine_with(small, bf16, Knobs()).run(job).kernels_per_step, 8 * L + 5 + 2 * L + 1);
+  EXPECT_EQ(engine_with(small, bf16, rounded).run(job).kernels_per_step, 8 * L + 5 + 4 * L + 1);
   std::vector<uint8_t> out_m(size_t(2) * mnist().config.bytes_per_image());
   job.count = 2;
   job.out = out_m.data();
   job.positions = 3;
   EXPECT_EQ(engine_with(mnist(), on(Device::Cuda).run, Knobs()).run(job).kernels_per_step,
             7 * Lm + 5);
+  EXPECT_EQ(engine_with(mnist(), bf16, Knobs()).run(job).kernels_per_step, 7 * Lm + 5 + Lm + 1);
   for (int batch : {12, 5}) {
     const Outcome graph = run_on(on(Device::Cuda, batch), small, 12, 33);
     const Outcome plain = run_on(on(Device::Cuda, batch, false), small, 12, 33);
@@ -414,4 +418,34 @@ TEST(CudaLayerNorm, TheShuffleReductionAgainstTheCpus) {
                                     std::max(1.0, std::fabs(double(cpu[i]))));
       EXPECT_LE(worst, 1e-5);
     }
+}
+
+// bf16 GEMMs' inputs written in bf16 by the kernels that make them (the LayerNorm's copy of x, the
+// first feed-forward GEMM's bf16 epilogue; issue 41) against the path before, a rounding pass
+// before each GEMM (TARNN_BF16_INPUTS=rounded): the same images and log-likelihoods to the bit,
+// sampled, scored and completed over full rollouts, with ReLU layers (the epilogue) and GELU ones
+// (bias_act, then a pass); scored as the CPU backend's bf16 within CudaBf16's 1e-3 bits/dim.
+TEST(CudaBf16Inputs, WrittenByTheirKernelsAsRoundedByAPass) {
+  REQUIRE_CUDA_DEVICE();
+  const Model small = load_model(small_golden());
+  for (const Model *m : {&mnist(), &small}) {
+    SCOPED_TRACE(m == &small ? "small golden (GELU)" : "MNIST size (ReLU)");
+    const int n = 3, P = m == &mnist() ? mnist_positions() : -1;
+    const On written = on(Device::Cuda, 0, true, Precision::Bf16);
+    On rounded = written;
+    rounded.knobs.set("bf16_inputs", "rounded");
+    const Outcome sampled = run_on(written, *m, n, 13, nullptr, nullptr, 0, P);
+    EXPECT_EQ(sampled.images, run_on(rounded, *m, n, 13, nullptr, nullptr, 0, P).images);
+    const uint8_t *images = sampled.images.data();
+    const Outcome scored = run_on(written, *m, n, 0, images, nullptr, 0, P);
+    EXPECT_EQ(scored.log_prob, run_on(rounded, *m, n, 0, images, nullptr, 0, P).log_prob);
+    const Outcome cpu =
+        run_on(on(Device::Cpu, n, true, Precision::Bf16), *m, n, 0, images, nullptr, 0, P);
+    for (int r = 0; r < n; ++r)
+      EXPECT_NEAR(bpd(scored.log_prob[size_t(r)], m->config),
+                  bpd(cpu.log_prob[size_t(r)], m->config), 1e-3);
+    const std::vector<uint8_t> known = top_halves(m->config, n);
+    EXPECT_EQ(run_on(written, *m, n, 5, images, known.data(), 0, P).images,
+              run_on(rounded, *m, n, 5, images, known.data(), 0, P).images);
+  }
 }

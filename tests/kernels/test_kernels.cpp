@@ -389,7 +389,10 @@ Case round_bf16_case() {
 }
 
 // x = LayerNorm(x + y), and the final norm x = LayerNorm(x). The CPU's form takes 16 rows at a
-// time where the width is a multiple of 16 (37 rows of 64: two groups and five rows after).
+// time where the width is a multiple of 16 (37 rows of 64: two groups and five rows after). The
+// twin and the GPU kernel also write x's bf16 copy (for a bf16 GEMM after it): each element's
+// difference from x rounded by bf16_bits is an output, 0 in the reference (and in the CPU's form,
+// which has no copy).
 Case layernorm_case() {
   return {"residual_layernorm",
           {Where::Twin, Where::Cpu, Where::Cuda},
@@ -403,6 +406,8 @@ Case layernorm_case() {
                 const auto wt = uniforms(n, 40, 0.5f, 1.5f), nb = uniforms(n, 41, -0.2f, 0.2f);
                 const auto y = uniforms(size_t(rows) * n, 42, -3, 3);
                 std::vector<float> x = uniforms(size_t(rows) * n, 43, -2, 2);
+                std::vector<uint16_t> x16(x.size(), 0xffff); // a NaN where not written
+                bool copied = false;
                 if (w == Where::Reference) {
                   for (int r = 0; r < rows; ++r) {
                     double mean = 0, var = 0;
@@ -421,8 +426,9 @@ Case layernorm_case() {
                 } else if (w == Where::Twin) {
                   *secs += timed_cpu(reps, [&] {
                     residual_layernorm_cpu(x.data(), residual ? y.data() : nullptr, wt.data(),
-                                           nb.data(), rows, n);
+                                           nb.data(), rows, n, x16.data());
                   });
+                  copied = true;
                 } else if (w == Where::Cpu) {
                   *secs += timed_cpu(reps, [&] {
                     CpuKernels{}.add_norm(x.data(), residual ? y.data() : nullptr, wt.data(),
@@ -432,14 +438,19 @@ Case layernorm_case() {
 #ifdef TARNN_TEST_CUDA
                 else {
                   DeviceArray<float> dx(x), dy(y), dw(wt), db(nb);
+                  DeviceArray<uint16_t> dx16(x16);
                   *secs += timed(reps, [&] {
                     launch_residual_layernorm(dx.get(), residual ? dy.get() : nullptr, dw.get(),
-                                              db.get(), rows, n, nullptr);
+                                              db.get(), rows, n, nullptr, dx16.get());
                   });
                   x = dx.download();
+                  x16 = dx16.download();
+                  copied = true;
                 }
 #endif
                 o.f.insert(o.f.end(), x.begin(), x.end());
+                for (size_t i = 0; i < x.size(); ++i)
+                  o.f.push_back(copied ? from_bf16(x16[i]) - from_bf16(bf16_bits(x[i])) : 0.0f);
               }
             return o;
           }};

@@ -71,10 +71,15 @@ maps=$(cd tools && $PY -c 'import tarnn_model; print("\n".join(tarnn_model.FEATU
 [ "$(mine MAPS)" = "$maps" ] || bad "lease.sh's feature maps '$(mine MAPS)' are not tarnn_model.py's '$maps'"
 configs=$(($(mine PRECISIONS | wc -w) * $(mine STATES | wc -w) * $(mine MAPS | wc -w)))
 for batch in "--batch 4096 --precision" "--batch 0 --steps 100 --precision"; do
-  n=$(grep -E "tarnn bench --device cuda (--shape mnist|--model [^ ]*/maps/[a-z_]+) $batch" "$work/commands" | sort -u | wc -l)
+  n=$(grep -E "tarnn bench --device cuda (--shape mnist|--model [^ ]*/maps/[a-z_]+) $batch" "$work/commands" |
+    sed -E 's/^.*(tarnn bench)/\1/' | sort -u | wc -l)
   [ "$n" -eq "$configs" ] || bad "$n bench runs with '$batch', not the $configs configurations"
 done
 echo "bench: $configs configurations, each at 4,096 and at the automatic batch"
+# the A/B path (BENCH_PATHS): bf16 with elu+1 again with its inputs rounded as before, each state
+ab=$(grep -cE "TARNN_BF16_INPUTS=rounded [^ ]*tarnn bench --device cuda --shape mnist --batch [^-]*(--steps 100 )?--precision bf16 " "$work/commands")
+[ "$ab" -eq $((2 * $(mine STATES | wc -w))) ] || bad "$ab runs of bf16 with TARNN_BF16_INPUTS=rounded"
+[ "$(grep -c "TARNN_BF16_INPUTS" "$work/commands")" -eq "$ab" ] || bad "TARNN_BF16_INPUTS beyond bf16 with elu+1"
 
 # the timed steps refuse to run beside a trainer (a stand-in that lives until it is killed)
 mkdir -p "$work/lease2"
