@@ -94,7 +94,7 @@ std::string find_model(const std::string &name, const std::vector<std::string> &
     return ::stat((d + "/config.json").c_str(), &st) == 0;
   };
   if (name.empty())
-    throw Error("--model is empty");
+    throw Error({param("model"), " is empty"});
   struct stat st {};
   if (::stat(name.c_str(), &st) == 0 && S_ISREG(st.st_mode)) // models/mnist/model.safetensors
     throw Error(name +
