@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "../base/util.h"
-#include "files.h"
-#include "json_limits.h"
+#include "../io/files.h"
+#include "../io/json_limits.h"
 #include "tarnn/error.h"
 
 namespace tarnn {

@@ -1,4 +1,4 @@
-// load_model and random_model (include/tarnn/model.h).
+// include/tarnn/model.h: load_model, find_model and random_model.
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "../base/util.h"
-#include "safetensors.h"
+#include "../io/safetensors.h"
 #include "tarnn/error.h"
 #include "tarnn/model.h"
 #include "tarnn/run.h"

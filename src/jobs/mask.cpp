@@ -1,7 +1,7 @@
 // Which bytes of an image are known when completing it (include/tarnn/jobs.h: make_mask).
 #include <algorithm>
 
-#include "files.h"
+#include "../io/files.h"
 #include "tarnn/error.h"
 #include "tarnn/jobs.h"
 
