@@ -53,8 +53,8 @@ std::vector<Device> all_devices();
 std::vector<Precision> all_precisions();
 std::vector<StateFormat> all_state_formats();
 
-// The value a string names, or Error naming the flag and the values there are ("--precision fp16:
-// not a precision (fp32, bf16, or tf32 on cuda)").
+// The value a string names, or Error naming the field and the values there are ("precision fp16:
+// not a precision (fp32, bf16, or tf32 on cuda)"; the command says "--precision fp16").
 Device parse_device(const std::string &s);
 Precision parse_precision(const std::string &s);
 StateFormat parse_state_format(const std::string &s);

@@ -18,7 +18,7 @@ AttentionForm form_of(const std::string &attention) {
     return AttentionForm::Softmax;
   if (attention == "softmax-recompute")
     return AttentionForm::Recompute;
-  throw Error("--attention " + attention + " is not one of linear, softmax, softmax-recompute");
+  throw Error({param("attention", attention), " is not one of linear, softmax, softmax-recompute"});
 }
 
 const char *describe(AttentionForm f) {
@@ -57,7 +57,7 @@ Model bench_model(const BenchOptions &o) {
   if (!o.model.empty())
     return load_model(o.model);
   if (o.shape != "mnist" && o.shape != "cifar10")
-    throw Error("--shape " + o.shape + " is not one of mnist, cifar10");
+    throw Error({param("shape", o.shape), " is not one of mnist, cifar10"});
   return random_model(o.shape == "mnist" ? Config::mnist() : Config::cifar10(), 1);
 }
 
@@ -187,14 +187,15 @@ BenchResult measure(const BenchOptions &o) {
 void check_bench_options(const BenchOptions &o) {
   check_run_options(o.run);
   if (o.steps < 0)
-    throw Error("--steps must be >= 0 (0: every position)");
+    throw Error({param("steps"), " must be >= 0 (0: every position)"});
   if (o.complete && (o.images < 1 || o.samples < 1 || o.samples > kMaxSamples))
     throw Error("bench --complete needs at least one image and 1 to 64 samples");
   const AttentionForm form = form_of(o.attention); // --complete times linear attention
   const std::vector<AttentionForm> &forms = backend_entry(o.run.device).forms;
   if (!o.complete && std::find(forms.begin(), forms.end(), form) == forms.end())
-    throw Error("--device " + std::string(name(o.run.device)) + " runs linear attention only: " +
-                "--attention " + o.attention + " (the paper's softmax baselines) runs on the cpu");
+    throw Error({param("device", name(o.run.device)),
+                 " runs linear attention only: ", param("attention", o.attention),
+                 " (the paper's softmax baselines) runs on the cpu"});
 }
 
 BenchResult run_bench(const BenchOptions &o) {

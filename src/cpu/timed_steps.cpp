@@ -100,7 +100,7 @@ StepTimes time_cpu_steps(const Config &c, const ModelView &w, const RunOptions &
                                                               : recompute_bytes_per_image(c);
   if (form == AttentionForm::Softmax)
     check_memory(double(B) * double(r.memory_bytes_per_image),
-                 "--batch " + std::to_string(B) + " of KV cache");
+                 {param("batch", std::to_string(B)), " of KV cache"});
   if (form == AttentionForm::Recompute)
     check_memory(double(threads) * double(r.memory_bytes_per_image),
                  count_of(threads, "thread's prefix", "threads' prefixes"));

@@ -95,21 +95,23 @@ int require_device() {
                                        std::to_string(CUDART_VERSION / 1000) + "." +
                                        std::to_string(CUDART_VERSION % 1000 / 10) + "; "
                                  : "";
-    throw Error(std::string("no CUDA device: cudaGetDeviceCount: ") + cudaGetErrorString(e) + " (" +
-                    hint + "use --device cpu)",
+    throw Error({std::string("no CUDA device: cudaGetDeviceCount: ") + cudaGetErrorString(e) +
+                     " (" + hint + "use ",
+                 param("device", "cpu"), ")"},
                 Error::Kind::Runtime);
   }
   if (count == 0)
-    throw Error("no CUDA device: none found (use --device cpu)", Error::Kind::Runtime);
+    throw Error({"no CUDA device: none found (use ", param("device", "cpu"), ")"},
+                Error::Kind::Runtime);
   int dev = 0;
   cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
   int major = 0;
   cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
              "cudaDeviceGetAttribute");
   if (major < 8)
-    throw Error("CUDA device " + std::to_string(dev) + " has compute capability " +
-                std::to_string(major) +
-                ".x; this build has code for 8.0 and newer (use --device cpu)");
+    throw Error({"CUDA device " + std::to_string(dev) + " has compute capability " +
+                     std::to_string(major) + ".x; this build has code for 8.0 and newer (use ",
+                 param("device", "cpu"), ")"});
   return dev;
 }
 
@@ -586,7 +588,8 @@ public:
   // positions, timed whole (its steps are graph launches the host does not wait for).
   StepTimes time_steps(const TimedSteps &job) override {
     if (job.form != AttentionForm::Linear)
-      throw Error("--device cuda runs linear attention; the softmax baselines run on the CPU");
+      throw Error({param("device", "cuda"),
+                   " runs linear attention; the softmax baselines run on the CPU"});
     const Config &c = model_.config;
     const int steps = int(job.positions.size());
     for (int i = 0; i < steps; ++i)

@@ -72,14 +72,15 @@ const CudaPluginApi *load(std::string &why) {
 
 const CudaPluginApi &plugin() {
   if (!cuda_built())
-    throw Error("--device cuda is not available in this build (built without CUDA: nvcc was not "
-                "found or TARNN_CUDA was OFF)");
+    throw Error({param("device", "cuda"), " is not available in this build (built without CUDA: "
+                                          "nvcc was not found or TARNN_CUDA was OFF)"});
   static std::once_flag once;
   static const CudaPluginApi *api = nullptr;
   static std::string why;
   std::call_once(once, [] { api = load(why); });
   if (!api)
-    throw Error("--device cuda: the CUDA backend cannot be loaded: " + why, Error::Kind::Runtime);
+    throw Error({param("device", "cuda"), ": the CUDA backend cannot be loaded: " + why},
+                Error::Kind::Runtime);
   return *api;
 }
 

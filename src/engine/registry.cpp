@@ -32,7 +32,7 @@ const BackendEntry &backend_entry(Device d) {
   for (const BackendEntry &e : kBackends)
     if (e.device == d)
       return e;
-  throw Error(std::string("--device ") + name(d) + " has no backend");
+  throw Error({param("device", name(d)), " has no backend"});
 }
 
 } // namespace tarnn

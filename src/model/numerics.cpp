@@ -119,22 +119,22 @@ Device parse_device(const std::string &s) {
 #else
   const std::string built = "cpu";
 #endif
-  throw Error("--device " + s + " is not available in this build (" + built + ")");
+  throw Error({param("device", s), " is not available in this build (" + built + ")"});
 }
 
 Precision parse_precision(const std::string &s) {
   if (const auto *r = find_in(kPrecisions, s))
     return r->value;
-  throw Error("--precision " + s + ": not a precision (" + listed(kPrecisions) + ")");
+  throw Error({param("precision", s), ": not a precision (" + listed(kPrecisions) + ")"});
 }
 
 StateFormat parse_state_format(const std::string &s) {
   if (const auto *r = find_in(kStates, s)) {
     if (r->refused)
-      throw Error("--state " + s + ": refused: " + r->refused);
+      throw Error({param("state", s), std::string(": refused: ") + r->refused});
     return r->value;
   }
-  throw Error("--state " + s + ": not a state format (" + listed(kStates) + ")");
+  throw Error({param("state", s), ": not a state format (" + listed(kStates) + ")"});
 }
 
 int64_t state_bytes_per_image(const Config &c, StateFormat s) {

@@ -51,6 +51,41 @@ template <class Ops> float largest_fp16_state(Ops &ops, const Config &c, int n, 
   return 0.0f;
 }
 
+// A chunk's start: n images from image0, their state and log-likelihoods zeroed, their given
+// bytes and mask uploaded, p_0 of each in `p0` and uploaded (given, or 0: the black corner), and
+// each image's RNG key where the job gives them. The chunk's StepParams, keys set.
+template <class Ops>
+StepParams start_chunk(Ops &ops, const Rollout &job, int64_t image0, int n, int T,
+                       std::vector<uint8_t> &p0, std::vector<DrawKey> &keys) {
+  const StepBuffers &b = ops.buffers();
+  const size_t first = size_t(image0) * T, bytes = size_t(n) * T;
+  ops.zero(b.state, size_t(n) * b.state_row_bytes);
+  ops.zero(b.log_prob, size_t(n) * 8);
+  StepParams p;
+  p.has_given = job.given != nullptr;
+  p.has_known = job.given && job.known;
+  p.seed = job.seed;
+  p.temperature = job.temperature;
+  p.image_base = uint64_t(job.first_index + image0);
+  if (p.has_given)
+    ops.upload(b.given, job.given + first, bytes);
+  if (p.has_known)
+    ops.upload(b.known, job.known + first, bytes);
+  for (int r = 0; r < n; ++r) {
+    const size_t at = first + size_t(r) * T;
+    p0[r] = p.has_given && (!p.has_known || job.known[at]) ? job.given[at] : 0;
+  }
+  ops.upload(b.cur, p0.data(), size_t(n));
+  p.keys = nullptr;
+  if (job.seeds) {
+    for (int r = 0; r < n; ++r)
+      keys[size_t(r)] = draw_key(job, image0 + r);
+    ops.upload(b.keys, keys.data(), size_t(n) * sizeof(DrawKey));
+    p.keys = b.keys;
+  }
+  return p;
+}
+
 // Runs the job; returns the largest |S| an fp16 state held at the end of an image's rollout, where
 // the ops can read it in place (0 otherwise): the Engine warns when it is beyond the magnitudes
 // the fp16 state was measured for (docs/STATE.md).
@@ -66,31 +101,8 @@ float rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hoo
   std::vector<DrawKey> keys(job.seeds ? size_t(b.rows) : 0);
   for (int64_t image0 = 0; image0 < job.count; image0 += b.rows) {
     const int n = int(std::min<int64_t>(b.rows, job.count - image0));
-    const size_t first = size_t(image0) * T, bytes = size_t(n) * T;
-    ops.zero(b.state, size_t(n) * b.state_row_bytes);
-    ops.zero(b.log_prob, size_t(n) * 8);
-    StepParams p;
-    p.has_given = job.given != nullptr;
-    p.has_known = job.given && job.known;
-    p.seed = job.seed;
-    p.temperature = job.temperature;
-    p.image_base = uint64_t(job.first_index + image0);
-    if (p.has_given)
-      ops.upload(b.given, job.given + first, bytes);
-    if (p.has_known)
-      ops.upload(b.known, job.known + first, bytes);
-    for (int r = 0; r < n; ++r) { // p_0: given, or 0 (black corner)
-      const size_t at = first + size_t(r) * T;
-      p0[r] = p.has_given && (!p.has_known || job.known[at]) ? job.given[at] : 0;
-    }
-    ops.upload(b.cur, p0.data(), size_t(n));
-    p.keys = nullptr;
-    if (job.seeds) {
-      for (int r = 0; r < n; ++r)
-        keys[size_t(r)] = draw_key(job, image0 + r);
-      ops.upload(b.keys, keys.data(), size_t(n) * sizeof(DrawKey));
-      p.keys = b.keys;
-    }
+    const size_t first = size_t(image0) * T;
+    StepParams p = start_chunk(ops, job, image0, n, T, p0, keys);
     int t = 0, shown = 0; // positions done; columns 1..shown of job.out written
     // Columns shown+1 .. t of the chunk's images into job.out (column 0 too, the first time)
     auto show = [&] {

@@ -71,7 +71,7 @@ TEST(Precision, EachDeviceRefusesWhatItLacks) {
     return error_of([&] { resolve_run_options(c, o); });
   };
   EXPECT_EQ(refusal(Device::Cpu, Precision::Tf32),
-            "--precision tf32 runs on cuda only (TF32 is a GPU tensor-core format); the CPU has "
+            "precision tf32 runs on cuda only (TF32 is a GPU tensor-core format); the CPU has "
             "fp32 and bf16");
   EXPECT_EQ(refusal(Device::Cpu, Precision::Bf16), "(no error)");
   EXPECT_EQ(refusal(Device::Cuda, Precision::Bf16), "(no error)"); // tensor cores, fp32 sums
@@ -92,14 +92,13 @@ TEST(Precision, NamesParseBackToTheirValues) {
   EXPECT_EQ(std::string(name(Precision::Bf16)), "bf16");
   EXPECT_EQ(std::string(name(Device::Cuda)), "cuda");
   EXPECT_EQ(error_of([] { parse_precision("fp16"); }),
-            "--precision fp16: not a precision (fp32, bf16, or tf32 on cuda)");
-  EXPECT_NE(
-      error_of([] { parse_device("tpu"); }).find("--device tpu is not available in this build"),
-      std::string::npos);
+            "precision fp16: not a precision (fp32, bf16, or tf32 on cuda)");
+  EXPECT_NE(error_of([] { parse_device("tpu"); }).find("device tpu is not available in this build"),
+            std::string::npos);
   EXPECT_EQ(error_of([] { parse_state_format("fp8"); }),
-            "--state fp8: not a state format (fp32, fp16)");
+            "state fp8: not a state format (fp32, fp16)");
   // bf16's kernels exist (the study runs them) but the engine refuses it, saying why
-  EXPECT_NE(error_of([] { parse_state_format("bf16"); }).find("--state bf16: refused: "),
+  EXPECT_NE(error_of([] { parse_state_format("bf16"); }).find("state bf16: refused: "),
             std::string::npos);
   RunOptions bf16_state;
   bf16_state.state = StateFormat::Bf16;
@@ -113,9 +112,81 @@ TEST(Precision, NamesParseBackToTheirValues) {
   Config big = Config::mnist();
   big.height = big.width = 64; // 4,095 positions
   EXPECT_EQ(error_of([&] { resolve_run_options(big, fp16); }),
-            "--state fp16 is measured up to 3071 positions (docs/STATE.md), this model has 4095: "
-            "use --state fp32");
+            "state fp16 is measured up to 3071 positions (docs/STATE.md), this model has 4095: "
+            "use state fp32");
   EXPECT_EQ(error_of([&] { resolve_run_options(big, RunOptions{}); }), "(no error)");
   EXPECT_EQ(state_bytes_per_image(Config::mnist(), StateFormat::Fp32), 270336);
   EXPECT_EQ(state_bytes_per_image(Config::mnist(), StateFormat::Fp16), 139264); // S 2 B, z 4 B
+}
+
+// The library speaks in its own terms (include/tarnn/error.h): its errors name the fields and
+// values they are about, never the command's flags; the command and Python say them in their own
+// words.
+TEST(Errors, NameFieldsNotFlags) {
+  auto said = [](const std::function<void()> &f) {
+    try {
+      f();
+    } catch (const Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  RunOptions batch, threads, tf32, big;
+  batch.batch = -1;
+  threads.threads = -1;
+  tf32.precision = Precision::Tf32;
+  big.state = StateFormat::Fp16;
+  Config tall = Config::mnist();
+  tall.height = tall.width = 64; // beyond what fp16 was measured for
+  const std::vector<std::pair<std::function<void()>, std::string>> errors = {
+      {[] { parse_device("tpu"); }, "device tpu is not available in this build"},
+      {[] { parse_precision("fp16"); }, "precision fp16: not a precision"},
+      {[] { parse_state_format("bf16"); }, "state bf16: refused: "},
+      {[&] { check_run_options(batch); }, "batch must be in [0, "},
+      {[&] { check_run_options(threads); }, "threads must be in [0, "},
+      {[&] { check_run_options(tf32); }, "precision tf32 runs on cuda only"},
+      {[&] { resolve_run_options(tall, big); }, "state fp16 is measured up to 3071 positions"},
+      {[] { sampling_temperature(0); }, "temperature must be a finite number above 0"},
+      {[] { parse_index_list("3-1", 10); }, "index: range '3-1' runs backwards"},
+      {[] { parse_index_list("20", 16); }, "index: image 20 is out of range"},
+      {[] {
+         make_mask(MaskSpec{std::nullopt, int64_t(5000), ""}, Config::mnist());
+       },
+       "keep must be in [0, 784]"},
+      {[] {
+         make_mask(MaskSpec{int64_t(1), int64_t(1), ""}, Config::mnist());
+       },
+       "give at most one of keep_rows, keep and mask"},
+      {[] { find_model(""); }, "model is empty"},
+  };
+  for (const auto &[f, starts] : errors) {
+    const std::string what = said(f);
+    EXPECT_EQ(what.rfind(starts, 0), 0u) << what;
+    EXPECT_EQ(what.find("--"), std::string::npos) << what;
+  }
+}
+
+// Each front end names a field its way: the message's fields, in order, with their values.
+TEST(Errors, FrontEndsSayFieldsInTheirOwnWords) {
+  Engine e(load_model(small_golden()), RunOptions{});
+  try {
+    sample_images(e, 2, 0, INT64_MAX - 1);
+    FAIL() << "first = 2^63 - 2 for 2 images was taken";
+  } catch (const Error &err) {
+    ASSERT_NE(err.message().subject(), nullptr);
+    EXPECT_EQ(err.message().subject()->name, "first");
+    const auto flag = [](const Message::Field &f) {
+      return (f.name == "n" ? "-n" : "--" + f.name) + (f.value.empty() ? "" : " " + f.value);
+    };
+    const auto keyword = [](const Message::Field &f) {
+      return f.name + (f.value.empty() ? "" : "=" + f.value);
+    };
+    const std::string bound = std::to_string(INT64_MAX - 2);
+    EXPECT_EQ(std::string(err.what()), "first must be in [0, " + bound + "] for n 2 (got " +
+                                           std::to_string(INT64_MAX - 1) + ")");
+    EXPECT_EQ(err.said(flag), "--first must be in [0, " + bound + "] for -n 2 (got " +
+                                  std::to_string(INT64_MAX - 1) + ")");
+    EXPECT_EQ(err.said(keyword), "first must be in [0, " + bound + "] for n=2 (got " +
+                                     std::to_string(INT64_MAX - 1) + ")");
+  }
 }

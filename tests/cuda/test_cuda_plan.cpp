@@ -113,14 +113,14 @@ TEST(CudaPlan, RequestedBatchFitsOrIsAClearError) {
             10); // capped at the images
   const std::string e =
       error_of([&] { plan_batch(c, 100000, 1'000'000, free, "test GPU", StateFormat::Fp32); });
-  EXPECT_TRUE(contains(e, "--batch 100000 needs 28.") && contains(e, "GB of GPU memory") &&
-              contains(e, "test GPU has 8.59 GB free") && contains(e, "omit --batch"))
+  EXPECT_TRUE(contains(e, "batch 100000 needs 28.") && contains(e, "GB of GPU memory") &&
+              contains(e, "test GPU has 8.59 GB free") && contains(e, "omit batch"))
       << e;
   EXPECT_TRUE(contains(error_of([&] { plan_batch(c, -1, 10, free, "g", StateFormat::Fp32); }),
-                       "--batch must be"));
+                       "batch must be"));
   EXPECT_TRUE(contains(
       error_of([&] { plan_batch(c, kMaxBatch + 1, kMaxBatch + 1, free, "g", StateFormat::Fp32); }),
-      "--batch must be"));
+      "batch must be"));
   EXPECT_TRUE(
       contains(error_of([&] { plan_batch(c, 0, 10, 256 << 20, "tiny GPU", StateFormat::Fp32); }),
                "not even one image fits"));

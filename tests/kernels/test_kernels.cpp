@@ -31,6 +31,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "cuda/no_device.h"
 #include "kernels/cuda_util.h"
 #include "kernels/launch.h"
 #include "src/cuda/cuda_backend.h"
@@ -72,17 +73,7 @@ std::vector<uint8_t> bytes(size_t n, uint32_t s) {
 using Clock = std::chrono::steady_clock;
 
 #ifdef TARNN_TEST_CUDA
-std::string no_gpu() {
-  static const std::string why = [] {
-    try {
-      cuda_require_device();
-      return std::string();
-    } catch (const Error &e) {
-      return std::string(e.what());
-    }
-  }();
-  return why;
-}
+using tarnn_test::no_device;
 // Runs `launch` `reps` times between synchronisations; the seconds of the launches alone.
 double timed(int reps, const std::function<void()> &launch) {
   if (reps > 1) { // a timing: one launch first loads the kernel. Not in a check: most kernels
@@ -96,7 +87,7 @@ double timed(int reps, const std::function<void()> &launch) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 #else
-std::string no_gpu() {
+std::string no_device() {
   return cuda_built() ? "this test was built without the CUDA backend"
                       : "no CUDA backend in this build (TARNN_CUDA=OFF or no nvcc)";
 }
@@ -595,8 +586,8 @@ bool only_cuda() {
 
 TEST_P(Kernels, MatchTheReferenceOnEveryBackend) {
   const Case c = cases()[GetParam()];
-  if (only_cuda() && !no_gpu().empty())
-    GTEST_SKIP() << "no GPU: " << no_gpu();
+  if (only_cuda() && !no_device().empty())
+    GTEST_SKIP() << "no GPU: " << no_device();
   double unused = 0;
   const Outputs ref = c.run(Where::Reference, false, 1, &unused);
   Outputs twin = c.run(Where::Twin, false, 1, &unused);
@@ -679,7 +670,7 @@ TEST(DeviceIntrinsics, Bf16RoundingAsBf16BitsButForSubnormals) {
 int run_perf() {
   for (const Case &c : cases()) {
     for (Where w : c.where) {
-      if (w == Where::Cuda && !no_gpu().empty())
+      if (w == Where::Cuda && !no_device().empty())
         continue;
       const int reps = w == Where::Cuda ? 200 : 20;
       double secs = 0;
@@ -688,8 +679,8 @@ int run_perf() {
                   secs / reps * 1e6);
     }
   }
-  if (!no_gpu().empty())
-    std::printf("(cuda: %s)\n", no_gpu().c_str());
+  if (!no_device().empty())
+    std::printf("(cuda: %s)\n", no_device().c_str());
   return 0;
 }
 

@@ -297,8 +297,8 @@ TEST(SoftmaxEngine, CudaRefusesWithOneLineNamingTheCpu) {
   RunOptions o;
   o.device = Device::Cuda;
   const std::string why = error_of([&] { resolve_run_options(c, o); });
-  EXPECT_NE(why.find("--device cuda runs linear attention only"), std::string::npos) << why;
-  EXPECT_NE(why.find("run it with --device cpu"), std::string::npos) << why;
+  EXPECT_NE(why.find("device cuda runs linear attention only"), std::string::npos) << why;
+  EXPECT_NE(why.find("run it with device cpu"), std::string::npos) << why;
   EXPECT_EQ(why.find('\n'), std::string::npos);
   EXPECT_EQ(error_of([&] { Engine(load_model(softmax_golden()), o); }), why);
   c.attention = "linear"; // the same options pass the softmax check for a linear model
@@ -312,7 +312,7 @@ TEST(SoftmaxEngine, StateFormatsOtherThanFp32AreRefused) {
   RunOptions o;
   o.state = StateFormat::Fp16;
   const std::string why = error_of([&] { resolve_run_options(c, o); });
-  EXPECT_NE(why.find("--state fp16 stores linear attention's state S"), std::string::npos) << why;
+  EXPECT_NE(why.find("state fp16 stores linear attention's state S"), std::string::npos) << why;
   o.state = StateFormat::Fp32;
   EXPECT_NO_THROW(resolve_run_options(c, o));
 }

@@ -276,7 +276,9 @@ std::string problem_name(const Problem &p) {
 }
 
 // The problem a descriptor and four layouts describe, or why not. The bias pointer is needed
-// only by a matmul (`run`): the heuristic and the check choose without it.
+// only by a matmul (`run`): the heuristic and the check choose without it. Over 60 lines: one
+// guard after another, each a status the real library returns for that input, in one place so
+// that the emulated call refuses what cuBLASLt refuses, in the same order.
 cublasStatus_t describe(const tarnn_emu_matmul_desc *op, const tarnn_emu_layout *A,
                         const tarnn_emu_layout *B, const tarnn_emu_layout *C,
                         const tarnn_emu_layout *D, Problem &p, bool run = false) {

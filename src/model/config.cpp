@@ -1,11 +1,12 @@
+// include/tarnn/config.h: config.json read, every field checked, and written back.
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "../base/util.h"
-#include "files.h"
-#include "json_limits.h"
+#include "../io/files.h"
+#include "../io/json_limits.h"
 #include "tarnn/config.h"
 #include "tarnn/error.h"
 
