@@ -32,6 +32,8 @@ struct TwinKernels : PlainNorm {
       break;
     case Precision::Tf32: // TF32's products round inside the tensor cores: no twin to the bit
       throw Error("the CUDA twin has no tf32 GEMM");
+    case Precision::Int8: // cuBLASLt's int8 GEMMs are not written yet: the backend refuses int8
+      throw Error("the CUDA twin has no int8 GEMM");
     }
     bias_act_cpu(y, l.b, rows, l.out, act);
   }

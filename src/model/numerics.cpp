@@ -22,6 +22,7 @@ constexpr Row<Device> kDevices[] = {{Device::Cpu, "cpu", "cpu", ""},
 constexpr Row<Precision> kPrecisions[] = {
     {Precision::Fp32, "fp32", "fp32", "exact reference"},
     {Precision::Bf16, "bf16", "bf16", "bfloat16 inputs, fp32 sums"},
+    {Precision::Int8, "int8", "int8", "int8 weights and inputs, int32 sums"},
     {Precision::Tf32, "tf32", "or tf32 on cuda", "cuda"}};
 // bf16's kernels run (the study of docs/STATE.md measures it), but the engine refuses it: with 8
 // bits of mantissa a running sum loses the increments of later positions.

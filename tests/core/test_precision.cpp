@@ -20,9 +20,11 @@ const Model &model() {
   return m;
 }
 
-Engine engine(Precision precision, int batch, int threads, bool reference = false) {
+Engine engine(Precision precision, int batch, int threads, bool reference = false,
+              StateFormat state = StateFormat::Fp32) {
   RunOptions o;
   o.precision = precision;
+  o.state = state;
   o.batch = batch;
   o.threads = threads;
   Knobs k;
@@ -62,6 +64,42 @@ TEST(PrecisionBf16, ScoresCloseToFp32ButRounded) {
   EXPECT_GT(mean, 0.0);
 }
 
+// ---- int8 (src/cpu/gemm_int8.h): integer sums are exact, so every path, batch and thread count
+// gives the same images; ctest runs these on each path this CPU has (test_precision_int8_*).
+
+TEST(PrecisionInt8, SameImagesForAnyBatchAndThreadCount) {
+  Engine a = engine(Precision::Int8, 6, 1), b = engine(Precision::Int8, 1, 1),
+         c = engine(Precision::Int8, 4, 2);
+  const ImageSet want = sample_images(a, 6, 11);
+  EXPECT_EQ(sample_images(b, 6, 11).bytes, want.bytes);
+  EXPECT_EQ(sample_images(c, 6, 11).bytes, want.bytes);
+}
+
+TEST(PrecisionInt8, FastPathEqualsTheReferenceOverAFullRollout) {
+  for (StateFormat s : {StateFormat::Fp32, StateFormat::Fp16}) {
+    Engine fast = engine(Precision::Int8, 3, 1, false, s),
+           ref = engine(Precision::Int8, 3, 1, /*reference=*/true, s);
+    std::printf("%s, state %s\n", fast.device().c_str(), name(s));
+    const ImageSet images = sample_images(fast, 3, 5);
+    EXPECT_EQ(sample_images(ref, 3, 5).bytes, images.bytes);
+    EXPECT_EQ(score_images(ref, images), score_images(fast, images)); // doubles, to the bit
+  }
+}
+
+TEST(PrecisionInt8, ScoresCloseToFp32ButQuantized) {
+  Engine full = engine(Precision::Fp32, 6, 2), quantized = engine(Precision::Int8, 6, 2);
+  const ImageSet images = sample_images(full, 6, 3);
+  const std::vector<double> a = score_images(full, images), b = score_images(quantized, images);
+  double worst = 0, mean = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::fabs(a[i] - b[i]));
+    mean += std::fabs(a[i] - b[i]) / double(a.size());
+  }
+  std::printf("int8 against fp32 bits/dim: worst %.3g, mean %.3g\n", worst, mean);
+  EXPECT_LT(worst, 0.005); // the study's bar for the mean (docs/PRECISION.md)
+  EXPECT_GT(mean, 0.0);
+}
+
 TEST(Precision, EachDeviceRefusesWhatItLacks) {
   const Config &c = model().config;
   auto refusal = [&](Device device, Precision precision) {
@@ -72,9 +110,13 @@ TEST(Precision, EachDeviceRefusesWhatItLacks) {
   };
   EXPECT_EQ(refusal(Device::Cpu, Precision::Tf32),
             "--precision tf32 runs on cuda only (TF32 is a GPU tensor-core format); the CPU has "
-            "fp32 and bf16");
+            "fp32, bf16 and int8");
   EXPECT_EQ(refusal(Device::Cpu, Precision::Bf16), "(no error)");
   EXPECT_EQ(refusal(Device::Cuda, Precision::Bf16), "(no error)"); // tensor cores, fp32 sums
+  EXPECT_EQ(refusal(Device::Cpu, Precision::Int8), "(no error)");
+  EXPECT_EQ(refusal(Device::Cuda, Precision::Int8),
+            "--precision int8 runs on cpu only (the CUDA backend's int8 GEMMs (cuBLASLt) are not "
+            "written yet); the CUDA has fp32, bf16 and tf32");
   EXPECT_EQ(resolve_run_options(c, RunOptions{}).precision, Precision::Fp32);
 }
 
@@ -92,7 +134,7 @@ TEST(Precision, NamesParseBackToTheirValues) {
   EXPECT_EQ(std::string(name(Precision::Bf16)), "bf16");
   EXPECT_EQ(std::string(name(Device::Cuda)), "cuda");
   EXPECT_EQ(error_of([] { parse_precision("fp16"); }),
-            "--precision fp16: not a precision (fp32, bf16, or tf32 on cuda)");
+            "--precision fp16: not a precision (fp32, bf16, int8, or tf32 on cuda)");
   EXPECT_NE(
       error_of([] { parse_device("tpu"); }).find("--device tpu is not available in this build"),
       std::string::npos);
