@@ -6,9 +6,9 @@
 //
 // The paths, chosen at run time (Int8Path):
 // - AVX512-VNNI: vpdpbusd, 64 products an instruction. It multiplies unsigned bytes by signed
-//   ones, so a row of x goes in as qx + 128 (1..255) and the sum loses 128 sum_k qw[j, k], kept
-//   per output at packing: exact in int32 (255 * 127 * 65,536 < 2^31), and one instruction per
-//   64 products, where vpdpwssd on 16-bit x would do 32.
+//   ones, so a row of x goes in as qx + 128 (1..255) and the sum starts at -128 sum_k qw[j, k],
+//   kept per output at packing: exact in int32 (255 * 127 * 65,536 < 2^31), and one instruction
+//   per 64 products, where vpdpwssd on 16-bit x would do 32.
 // - AVX-VNNI: the same instruction on 256 bits (CPUs with AVX-VNNI and no AVX-512).
 // - AVX2: vpmaddubsw on |qx| and qw with qx's sign (vpsignb), then vpmaddwd into int32: both
 //   within -127..127, so a pair's sum is at most 2 * 127 * 127 < 2^15 and never saturates.
@@ -28,10 +28,11 @@ namespace tarnn {
 struct PackedLinearInt8 {
   static constexpr int kPanel = 32, kGroup = 4;
   int out = 0, in = 0;
-  std::vector<int8_t> w;       // [ceil(out/32)][ceil(in/4)][32][4]
-  std::vector<float> scale;    // [ceil(out/32) * 32]: sw, 0 past out
-  std::vector<int32_t> offset; // [ceil(out/32) * 32]: 128 sum_k qw[j, k] (the VNNI paths)
-  std::vector<float> b;        // [out], fp32
+  std::vector<int8_t> w;      // [ceil(out/32)][ceil(in/4)][32][4]
+  std::vector<float> scale;   // [ceil(out/32) * 32]: sw, 0 past out
+  std::vector<int32_t> start; // [ceil(out/32) * 32]: -128 sum_k qw[j, k], where the VNNI paths'
+                              // sums of (qx + 128) qw start, so that they end at sum qx qw
+  std::vector<float> b;       // [out], fp32
 };
 
 PackedLinearInt8 pack_int8(const Linear &l);
