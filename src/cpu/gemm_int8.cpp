@@ -64,6 +64,21 @@ __attribute__((target("avx512f"), always_inline)) inline __m128i bytes16(__m512 
   return _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x, inv)), bias));
 }
 
+// qx + bias of 64 floats, as 64 bytes: two packs with signed saturation (qx is within -127..127:
+// nothing saturates), the lanes put back in order, then + bias as bytes (xor 0x80 adds 128).
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i
+bytes64(const float *x, __m512 inv, bool offset) {
+  const __m512i a = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x), inv));
+  const __m512i b = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16), inv));
+  const __m512i c = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 32), inv));
+  const __m512i d = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 48), inv));
+  // per 128-bit lane l: a_l b_l c_l d_l, 4 bytes each: lane l of the result holds x[4l..] of each
+  const __m512i q = _mm512_packs_epi16(_mm512_packs_epi32(a, b), _mm512_packs_epi32(c, d));
+  const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  const __m512i r = _mm512_permutexvar_epi32(order, q);
+  return offset ? _mm512_xor_si512(r, _mm512_set1_epi8(char(0x80))) : r;
+}
+
 // The same 16 floats at a time: the largest |x| as an integer max of the bits, then
 // vcvtps2dq(x * inv), which rounds to nearest even as int8_quantize does. int8_quantize's clamp
 // never acts (|x * inv| < 127.5 where a is the row's true largest |x|), so it is left out; vpmovdb
@@ -86,6 +101,8 @@ quantize_row_avx512(const float *x, int in, uint8_t *q, int bias, float &sx) {
   const __m512 inv = _mm512_set1_ps(s.inv);
   const __m512i add = _mm512_set1_epi32(bias);
   int k = 0;
+  for (; k + 64 <= in; k += 64)
+    _mm512_storeu_si512(q + k, bytes64(x + k, inv, bias != 0));
   for (; k + 16 <= in; k += 16) // whole vectors: a plain store (a masked vpmovdb to memory is slow)
     _mm_storeu_si128(reinterpret_cast<__m128i *>(q + k), bytes16(_mm512_loadu_ps(x + k), inv, add));
   for (; k < padded; k += 16) { // the tail: zeros past in, so the bias
