@@ -65,7 +65,8 @@ TEST(PrecisionBf16, ScoresCloseToFp32ButRounded) {
 }
 
 // ---- int8 (src/cpu/gemm_int8.h): integer sums are exact, so every path, batch and thread count
-// gives the same images; ctest runs these on each path this CPU has (test_precision_int8_*).
+// gives the same images; ctest runs the rollout against the reference on each path this CPU has
+// (test_precision_int8_avx2, _portable; tests/cpu/test_gemm_int8.cpp compares every path's GEMM).
 
 TEST(PrecisionInt8, SameImagesForAnyBatchAndThreadCount) {
   Engine a = engine(Precision::Int8, 6, 1), b = engine(Precision::Int8, 1, 1),
