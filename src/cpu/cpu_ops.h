@@ -18,7 +18,9 @@ namespace tarnn {
 class CpuWeights {
 public:
   CpuWeights(const Model &m, Precision precision)
-      : CpuWeights(m, [precision](const Linear &) { return precision; }) {}
+      : CpuWeights(m, [&m, precision](const Linear &l) {
+          return &l == &m.weights.predictor ? head_precision(precision) : precision;
+        }) {}
   // Each linear layer in the precision `of` gives it (tools/int8_study.cpp mixes them).
   CpuWeights(const Model &m, const std::function<Precision(const Linear &)> &of);
   CpuWeights(const CpuWeights &) = delete;

@@ -90,6 +90,18 @@ const char *name(Device d) { return name_in(kDevices, d); }
 const char *name(Precision p) { return name_in(kPrecisions, p); }
 const char *name(StateFormat s) { return name_in(kStates, s); }
 
+Precision head_precision(Precision p) {
+  switch (p) {
+  case Precision::Int8:
+    return Precision::Fp32;
+  case Precision::Fp32:
+  case Precision::Bf16:
+  case Precision::Tf32:
+    break;
+  }
+  return p;
+}
+
 const char *describe(Precision p) { return what_in(kPrecisions, p); }
 const char *describe(StateFormat s) { return what_in(kStates, s); }
 std::string precision_help() { return help_of(kPrecisions); }
