@@ -32,22 +32,29 @@ Engine engine(Precision precision, int batch, int threads, bool reference = fals
   return engine_with(model(), o, k);
 }
 
-} // namespace
-
-TEST(PrecisionBf16, SameImagesForAnyBatchAndThreadCount) {
-  Engine a = engine(Precision::Bf16, 6, 1), b = engine(Precision::Bf16, 1, 1),
-         c = engine(Precision::Bf16, 4, 2);
+void expect_same_images_for_any_batch_and_threads(Precision p) {
+  Engine a = engine(p, 6, 1), b = engine(p, 1, 1), c = engine(p, 4, 2);
   const ImageSet want = sample_images(a, 6, 11);
   EXPECT_EQ(sample_images(b, 6, 11).bytes, want.bytes);
   EXPECT_EQ(sample_images(c, 6, 11).bytes, want.bytes);
 }
 
-TEST(PrecisionBf16, FastPathEqualsTheReferenceOverAFullRollout) {
-  Engine fast = engine(Precision::Bf16, 3, 1),
-         ref = engine(Precision::Bf16, 3, 1, /*reference=*/true);
+void expect_fast_path_equals_the_reference(Precision p, StateFormat s) {
+  Engine fast = engine(p, 3, 1, false, s), ref = engine(p, 3, 1, /*reference=*/true, s);
+  std::printf("%s, state %s\n", fast.device().c_str(), name(s));
   const ImageSet images = sample_images(fast, 3, 5);
   EXPECT_EQ(sample_images(ref, 3, 5).bytes, images.bytes);
   EXPECT_EQ(score_images(ref, images), score_images(fast, images)); // doubles, to the bit
+}
+
+} // namespace
+
+TEST(PrecisionBf16, SameImagesForAnyBatchAndThreadCount) {
+  expect_same_images_for_any_batch_and_threads(Precision::Bf16);
+}
+
+TEST(PrecisionBf16, FastPathEqualsTheReferenceOverAFullRollout) {
+  expect_fast_path_equals_the_reference(Precision::Bf16, StateFormat::Fp32);
 }
 
 TEST(PrecisionBf16, ScoresCloseToFp32ButRounded) {
@@ -69,36 +76,12 @@ TEST(PrecisionBf16, ScoresCloseToFp32ButRounded) {
 // (test_precision_int8_avx2, _portable; tests/cpu/test_gemm_int8.cpp compares every path's GEMM).
 
 TEST(PrecisionInt8, SameImagesForAnyBatchAndThreadCount) {
-  Engine a = engine(Precision::Int8, 6, 1), b = engine(Precision::Int8, 1, 1),
-         c = engine(Precision::Int8, 4, 2);
-  const ImageSet want = sample_images(a, 6, 11);
-  EXPECT_EQ(sample_images(b, 6, 11).bytes, want.bytes);
-  EXPECT_EQ(sample_images(c, 6, 11).bytes, want.bytes);
+  expect_same_images_for_any_batch_and_threads(Precision::Int8);
 }
 
 TEST(PrecisionInt8, FastPathEqualsTheReferenceOverAFullRollout) {
-  for (StateFormat s : {StateFormat::Fp32, StateFormat::Fp16}) {
-    Engine fast = engine(Precision::Int8, 3, 1, false, s),
-           ref = engine(Precision::Int8, 3, 1, /*reference=*/true, s);
-    std::printf("%s, state %s\n", fast.device().c_str(), name(s));
-    const ImageSet images = sample_images(fast, 3, 5);
-    EXPECT_EQ(sample_images(ref, 3, 5).bytes, images.bytes);
-    EXPECT_EQ(score_images(ref, images), score_images(fast, images)); // doubles, to the bit
-  }
-}
-
-TEST(PrecisionInt8, ScoresCloseToFp32ButQuantized) {
-  Engine full = engine(Precision::Fp32, 6, 2), quantized = engine(Precision::Int8, 6, 2);
-  const ImageSet images = sample_images(full, 6, 3);
-  const std::vector<double> a = score_images(full, images), b = score_images(quantized, images);
-  double worst = 0, mean = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, std::fabs(a[i] - b[i]));
-    mean += std::fabs(a[i] - b[i]) / double(a.size());
-  }
-  std::printf("int8 against fp32 bits/dim: worst %.3g, mean %.3g\n", worst, mean);
-  EXPECT_LT(worst, 0.005); // the study's bar for the mean (docs/PRECISION.md)
-  EXPECT_GT(mean, 0.0);
+  for (StateFormat s : {StateFormat::Fp32, StateFormat::Fp16})
+    expect_fast_path_equals_the_reference(Precision::Int8, s);
 }
 
 // The study's bar on the shipped model (docs/PRECISION.md measures all 10,000 test digits: +0.0025

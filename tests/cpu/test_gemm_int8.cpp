@@ -1,6 +1,7 @@
 // The int8 GEMM (src/cpu/gemm_int8.h) against its definition and plain reference
 // (kernels/gemm_int8_ref.h): every path this CPU has gives the reference's bits, whatever the
-// shape, the rows beside a row, or the values (zeros, NaN, the largest sums an int32 must hold).
+// shape, the rows in a call (the reference takes each row alone), or the values (zeros, NaN, the
+// largest sums an int32 must hold).
 #include <cmath>
 #include <cstring>
 #include <gtest/gtest.h>
@@ -112,20 +113,6 @@ TEST(GemmInt8, TheLargestSumsStayExact) {
       EXPECT_EQ(y[0], float(127 * 127 * in) * step * sign) << name(p);
       EXPECT_EQ(y[1], -float(127 * 127 * in) * step * sign) << name(p);
     }
-  }
-}
-
-TEST(GemmInt8, ARowsResultDoesNotDependOnTheRowsBesideIt) {
-  const Linear l = make_linear(70, 256, 3);
-  const PackedLinearInt8 p = pack_int8(l);
-  const int rows = 21;
-  const std::vector<float> x = make_x(rows, 256);
-  std::vector<float> all(size_t(rows) * 70);
-  linear_forward_int8(p, x.data(), 256, rows, all.data(), 70, Act::None);
-  for (int r = 0; r < rows; ++r) {
-    std::vector<float> one(70);
-    linear_forward_int8(p, &x[size_t(r) * 256], 256, 1, one.data(), 70, Act::None);
-    ASSERT_EQ(0, std::memcmp(one.data(), &all[size_t(r) * 70], 70 * 4)) << "row " << r;
   }
 }
 
