@@ -1,14 +1,16 @@
 #!/usr/bin/python3
 """The tables and the figure of docs/PRECISION.md's int8 study from tools/int8_study.cpp's slices.
 
-    tools/plot_int8.py --study "10,000 test digits=DIR" [--study "TITLE=DIR" ...] \
-        [--merged-out FILE.json] --out docs
+    tools/plot_int8.py --study "TITLE=DIR" [--study "TITLE=FILE.json" ...] [--merged-dir D] \
+        --out docs
 
-Each DIR holds slice-*.json (tools/bench/int8_study_runs.sh); the slices of a DIR are merged
-(images in order, per-position sums added). Prints a markdown table per DIR (bits/dim, the change
-against fp32 per image, the mixture parameters' error in the first and last tenth of the
-positions) and draws OUT/int8-error-vs-position.png, a panel per DIR. --merged-out writes the
-merged first DIR (per-image bits/dim to 7 digits, per-position errors) as one JSON.
+A DIR holds slice-*.json (tools/bench/int8_study_runs.sh), merged here (images in order,
+per-position sums added); a FILE is such a merge, as --merged-dir writes them (D/study-mnist-N.json,
+N the images: per-image bits/dim to 7 digits, per-position errors to 4). Prints a markdown table
+per study (bits/dim, the change against fp32 per image, the mixture parameters' error in the first
+and last tenth of the positions) and draws OUT/int8-error-vs-position.png, a panel per study.
+--scores FP32.json OTHER.json ...: `tarnn score --json-file` outputs, the same table against the
+first.
 """
 
 import argparse
@@ -19,7 +21,18 @@ import os
 import numpy as np
 
 
+def load_merged(path):
+    j = json.load(open(path))
+    for v in j["variants"].values():
+        for k, a in v.items():
+            if k != "spec":
+                v[k] = np.array(a)
+    return j
+
+
 def merge(folder):
+    if os.path.isfile(folder):
+        return load_merged(folder)
     slices = [json.load(open(p)) for p in glob.glob(os.path.join(folder, "slice-*.json"))]
     if not slices:
         raise SystemExit(f"plot_int8: no slice-*.json in {folder}")
@@ -42,7 +55,7 @@ def merge(folder):
 
 def table(title, j):
     print(f"\n{title}: {j['images']} images from {j['first']}, {j['positions']} positions")
-    print("| variant | GEMMs in int8 (the rest fp32) | bits/dim | mean change | worst image's change "
+    print("| variant | layers (from fp32 everywhere) | bits/dim | mean change | worst image's change "
           "| images changed by more than 0.005 | worst parameter error, first / last tenth "
           "| mean parameter error, first / last tenth |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -61,6 +74,21 @@ def table(title, j):
               f"| {m[:k].mean():.3g} / {m[-k:].mean():.3g} |")
 
 
+def scores_table(paths):
+    runs = [json.load(open(p)) for p in paths]
+    base = np.array(runs[0]["per_image"])
+    print("\n| precision | state | bits/dim | mean change | worst image's change "
+          "| images changed by more than 0.005 | file |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for path, j in zip(paths, runs):
+        d = np.array(j["per_image"]) - base
+        changes = (f"{d.mean():+.7f} | {d[np.argmax(np.abs(d))]:+.4f} | "
+                   f"{int((np.abs(d) > 0.005).sum())}") if path != paths[0] else " | |"
+        named = os.path.basename(path)[:-5].split("-")  # score-PRECISION-STATE.json: older files
+        print(f"| {j.get('precision', named[1])} | {j.get('state', named[2])} "
+              f"| {j['bits_per_dim']:.6f} | {changes} | {os.path.basename(path)} |")
+
+
 def plot(studies, out):
     import matplotlib
     matplotlib.use("Agg")
@@ -77,7 +105,7 @@ def plot(studies, out):
         ax.set_yscale("log")
         ax.set_xlabel("position t")
         ax.set_ylabel("|mixture parameter - fp32's| (thin: worst)")
-        ax.set_title(f"{title} ({j['images']} MNIST test digits)")
+        ax.set_title(f"{title}: {j['images']:,} MNIST test digits")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -99,18 +127,23 @@ def write_merged(j, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--study", action="append", required=True, help="TITLE=DIR")
-    ap.add_argument("--merged-out")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--study", action="append", default=[], help="TITLE=DIR or TITLE=FILE.json")
+    ap.add_argument("--merged-dir")
+    ap.add_argument("--scores", nargs="+")
+    ap.add_argument("--out", help="where the figure goes (with --study)")
     a = ap.parse_args()
     studies = []
     for s in a.study:
         title, _, folder = s.partition("=")
         studies.append((title, merge(folder)))
         table(*studies[-1])
-    if a.merged_out:
-        write_merged(studies[0][1], a.merged_out)
-    plot(studies, a.out)
+    if a.scores:
+        scores_table(a.scores)
+    if a.merged_dir:
+        for _, j in studies:
+            write_merged(j, os.path.join(a.merged_dir, f"study-mnist-{j['images']}.json"))
+    if studies and a.out:
+        plot(studies, a.out)
 
 
 if __name__ == "__main__":
