@@ -11,7 +11,7 @@ __global__ void advance_position_kernel(StepParams *p) { advance_position(p); }
 } // namespace
 
 void launch_advance_position(StepParams *p, cudaStream_t s) {
-  advance_position_kernel<<<1, 1, 0, s>>>(p);
+  TARNN_LAUNCH(advance_position_kernel, 1, 1, 0, s)(p);
   launch_check("advance_position_kernel");
 }
 

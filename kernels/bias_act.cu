@@ -22,7 +22,7 @@ void launch_bias_act(float *y, const float *b, int rows, int n, Act a, cudaStrea
   if (rows <= 0) // an empty grid is a launch error
     return;
   const int threads = n >= 256 ? 256 : (n + 31) / 32 * 32;
-  bias_act_kernel<<<std::min(rows, 65536), threads, 0, s>>>(y, b, rows, n, a);
+  TARNN_LAUNCH(bias_act_kernel, std::min(rows, 65536), threads, 0, s)(y, b, rows, n, a);
   launch_check("bias_act_kernel");
 }
 

@@ -9,6 +9,16 @@
 
 #include "tarnn/error.h"
 
+// How a kernel is launched and how it declares its dynamic shared memory: CUDA's own syntax under
+// nvcc; the emulated device (src/cuda/emulator, -DTARNN_CUDA_EMULATOR=ON) defines both its way,
+// so that the kernels' files compile for either unchanged. A templated kernel goes in parentheses:
+// TARNN_LAUNCH((kernel<A, B>), grid, block, shared_bytes, stream)(arguments...).
+#ifndef TARNN_EMULATED_DEVICE
+#define TARNN_LAUNCH(kernel, grid, block, shared_bytes, stream)                                     \
+  kernel<<<grid, block, shared_bytes, stream>>>
+#define TARNN_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#endif
+
 namespace tarnn {
 
 inline void cuda_check(cudaError_t e, const char *call) {

@@ -25,8 +25,8 @@ void launch_embedding(float *x, const float *E, const float *P, const uint8_t *c
   if (rows <= 0) // an empty grid is a launch error
     return;
   const int threads = d_model >= 256 ? 256 : (d_model + 31) / 32 * 32;
-  embedding_kernel<<<std::min(rows, 65536), threads, 0, s>>>(x, E, P, cur, p, rows, d_model,
-                                                             positions);
+  TARNN_LAUNCH(embedding_kernel, std::min(rows, 65536), threads, 0, s)
+  (x, E, P, cur, p, rows, d_model, positions);
   launch_check("embedding_kernel");
 }
 

@@ -24,7 +24,7 @@ __global__ void __launch_bounds__(256, 4)
                             int n_layers, int n_heads, PhiMap m, const StepParams *p) {
   const int d = DH > 0 ? DH : m.d, n = DH > 0 ? DH : m.features;
   const int t = F == StateFormat::Fp16 ? p->t : 0; // only fp16 scales by the position
-  extern __shared__ float shared[];                // per pair: phi(q), phi(k), old z; F floats each
+  TARNN_DYNAMIC_SHARED(float, shared);             // per pair: phi(q), phi(k), old z; F floats each
   const int g = threadIdx.y, j = threadIdx.x;
   const int64_t pair = int64_t(blockIdx.x) * blockDim.y + g;
   const bool active = pair < int64_t(rows) * n_heads && j < d;
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(256)
                                       const StepParams *p) {
   const int d = DH > 0 ? DH : m.d, n = DH > 0 ? DH : m.features;
   const int t0 = F == StateFormat::Fp16 ? p->t : 0; // row r is position t0 + r
-  extern __shared__ float shared[];                 // phi(q), phi(k), old z; F floats each
+  TARNN_DYNAMIC_SHARED(float, shared);              // phi(q), phi(k), old z; F floats each
   const int j = threadIdx.x, h = blockIdx.x;
   const bool active = j < d;
   const int A = n_heads * d;
@@ -101,12 +101,13 @@ void launch(const float *qkv, void *state, float *att, int rows, int layer, int 
   if (positions) {
     const size_t smem = size_t(3) * m.features * sizeof(float);
     if (registers)
-      linear_attention_positions_kernel<kRegisterDHead, F>
-          <<<unsigned(n_heads), unsigned(dpad), smem, s>>>(qkv, state, att, rows, layer, n_layers,
-                                                           n_heads, m, p);
+      TARNN_LAUNCH((linear_attention_positions_kernel<kRegisterDHead, F>), unsigned(n_heads),
+                   unsigned(dpad), smem, s)
+      (qkv, state, att, rows, layer, n_layers, n_heads, m, p);
     else
-      linear_attention_positions_kernel<0, F><<<unsigned(n_heads), unsigned(dpad), smem, s>>>(
-          qkv, state, att, rows, layer, n_layers, n_heads, m, p);
+      TARNN_LAUNCH((linear_attention_positions_kernel<0, F>), unsigned(n_heads), unsigned(dpad),
+                   smem, s)
+      (qkv, state, att, rows, layer, n_layers, n_heads, m, p);
     launch_check("linear_attention_positions_kernel");
     return;
   }
@@ -118,11 +119,11 @@ void launch(const float *qkv, void *state, float *att, int rows, int layer, int 
   const unsigned blocks = unsigned((pairs + G - 1) / G);
   const size_t smem = size_t(G) * 3 * m.features * sizeof(float);
   if (registers)
-    linear_attention_kernel<kRegisterDHead, F>
-        <<<blocks, block, smem, s>>>(qkv, state, att, rows, layer, n_layers, n_heads, m, p);
+    TARNN_LAUNCH((linear_attention_kernel<kRegisterDHead, F>), blocks, block, smem, s)
+    (qkv, state, att, rows, layer, n_layers, n_heads, m, p);
   else
-    linear_attention_kernel<0, F>
-        <<<blocks, block, smem, s>>>(qkv, state, att, rows, layer, n_layers, n_heads, m, p);
+    TARNN_LAUNCH((linear_attention_kernel<0, F>), blocks, block, smem, s)
+    (qkv, state, att, rows, layer, n_layers, n_heads, m, p);
   launch_check("linear_attention_kernel");
 }
 

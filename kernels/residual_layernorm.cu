@@ -52,7 +52,7 @@ void launch_residual_layernorm(float *x, const float *y, const float *w, const f
   if (rows <= 0) // an empty grid is a launch error
     return;
   const unsigned blocks = unsigned((int64_t(rows) + kRowsPerBlock - 1) / kRowsPerBlock);
-  residual_layernorm_kernel<<<blocks, 32 * kRowsPerBlock, 0, s>>>(x, y, w, nb, rows, n);
+  TARNN_LAUNCH(residual_layernorm_kernel, blocks, 32 * kRowsPerBlock, 0, s)(x, y, w, nb, rows, n);
   launch_check("residual_layernorm_kernel");
 }
 

@@ -22,7 +22,7 @@ void launch_round_bf16(const float *x, uint16_t *out, size_t n, cudaStream_t s) 
   if (n == 0) // an empty grid is a launch error
     return;
   const size_t blocks = std::min<size_t>((n + 255) / 256, 65536);
-  round_bf16_kernel<<<unsigned(blocks), 256, 0, s>>>(x, out, n);
+  TARNN_LAUNCH(round_bf16_kernel, unsigned(blocks), 256, 0, s)(x, out, n);
   launch_check("round_bf16_kernel");
 }
 

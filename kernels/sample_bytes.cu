@@ -25,8 +25,8 @@ void launch_sample_bytes(const float *o, int K, const uint8_t *given, const uint
   if (rows <= 0) // an empty grid is a launch error
     return;
   const int threads = 128;
-  sample_bytes_kernel<<<(rows + threads - 1) / threads, threads, 0, s>>>(o, K, given, known, T, cur,
-                                                                         out, log_prob, p, rows);
+  TARNN_LAUNCH(sample_bytes_kernel, (rows + threads - 1) / threads, threads, 0, s)
+  (o, K, given, known, T, cur, out, log_prob, p, rows);
   launch_check("sample_bytes_kernel");
 }
 

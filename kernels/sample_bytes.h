@@ -20,8 +20,9 @@ TARNN_HD void sample_row(int r, const float *o, int K, const uint8_t *given, con
     byte = given[at];
     log_prob[r] += double(mixture_log_prob(orow, K, byte));
   } else {
-    const RngKey key = p.keys ? p.keys[r] : RngKey{p.seed, p.image_base + uint64_t(r)};
-    byte = sample_byte(orow, K, key.seed, key.image, uint32_t(p.t));
+    const DrawKey key =
+        p.keys ? p.keys[r] : DrawKey{p.seed, p.image_base + uint64_t(r), p.temperature};
+    byte = sample_byte(orow, K, key.seed, key.image, uint32_t(p.t), key.temperature);
   }
   log_prob[r] += double(overflow_mark(orow, 3 * K));
   cur[r] = uint8_t(byte);

@@ -170,4 +170,37 @@ TARNN_HD size_t state_block_offset(int image, int layer, int head, int n_layers,
   return ((size_t(image) * n_layers + layer) * n_heads + head) * state_block_bytes(features, d, f);
 }
 
+// (host code) The largest |S| held by `blocks` consecutive state blocks (an image's layers and
+// heads, a chunk's images) in host memory, S stored in format f with exponent e: the magnitude
+// docs/STATE.md measured the fp16 state for. Read once at the end of a chunk, not in the steps: the
+// bits of an fp16 magnitude order as its values do, so it is a max over integers, and one
+// conversion.
+inline float largest_state(const void *state, size_t blocks, int features, int d, StateFormat f,
+                           int e) {
+  const size_t n = size_t(features) * d, block = state_block_bytes(features, d, f);
+  const auto *bytes = static_cast<const unsigned char *>(state);
+  if (f == StateFormat::Fp32) {
+    float most = 0.0f;
+    for (size_t b = 0; b < blocks; ++b)
+      for (size_t i = 0; i < n; ++i)
+        most = fmaxf(most, fabsf(reinterpret_cast<const float *>(bytes + b * block)[i]));
+    return most;
+  }
+  uint16_t most = 0; // |h|'s bits (fp16 or bf16): their order is the values' order
+  for (size_t b = 0; b < blocks; ++b) {
+    const auto *h = reinterpret_cast<const uint16_t *>(bytes + b * block);
+    for (size_t i = 0; i < n; ++i)
+      most = uint16_t(most > (h[i] & 0x7fffu) ? most : (h[i] & 0x7fffu));
+  }
+  switch (f) {
+  case StateFormat::Fp16:
+    return widen_bits<StateFormat::Fp16>(most, e);
+  case StateFormat::Bf16:
+    return widen_bits<StateFormat::Bf16>(most, e);
+  case StateFormat::Fp32:
+    break; // (above)
+  }
+  return 0.0f;
+}
+
 } // namespace tarnn

@@ -273,36 +273,42 @@ TARNN_HD float uniform01(uint32_t w) {
   return (static_cast<float>(w >> 9) + 0.5f) * (1.0f / 8388608.0f);
 }
 
-// Draw one byte from the mixture o = [logits | means | log_scales] with two uniforms:
-// a component k ~ softmax(logits), then x = mean_k + s_k (log u - log(1 - u)), u in (1e-5, 1-1e-5).
-TARNN_HD int sample_mixture(const float *o, int K, float u_component, float u_logistic) {
+// Draw one byte from the mixture o = [logits | means | log_scales] at temperature T (SPEC section
+// 2) with two uniforms: a component k with weight exp((logit_k - max logit) / T), then
+// x = mean_k + s_k (log u - log(1 - u)), u in (1e-5, 1-1e-5), s_k = T exp(max(log_scale_k, -7)).
+// The temperature's operations are a float subtraction, division and multiplication, correctly
+// rounded on the CPU and on CUDA alike; T = 1 divides and multiplies by one, exactly: the bits of
+// the sampler without a temperature.
+TARNN_HD int sample_mixture(const float *o, int K, float u_component, float u_logistic,
+                            float T = 1.0f) {
   float mx = o[0];
   for (int k = 1; k < K; ++k)
     mx = fmaxf(mx, o[k]);
   float total = 0.0f;
   for (int k = 0; k < K; ++k)
-    total += expf(o[k] - mx);
+    total += expf((o[k] - mx) / T); // at most 0 before expf: no overflow for any T > 0
   const float target = u_component * total;
   int pick = K - 1; // rounding can leave target above the last partial sum
   float cum = 0.0f;
   for (int k = 0; k < K; ++k) {
-    cum += expf(o[k] - mx);
+    cum += expf((o[k] - mx) / T);
     if (target < cum) {
       pick = k;
       break;
     }
   }
   const float u = 1e-5f + (1.0f - 2e-5f) * u_logistic;
-  const float s = expf(fmaxf(o[2 * K + pick], kMinLogScale));
+  const float s = T * expf(fmaxf(o[2 * K + pick], kMinLogScale));
   const float x = o[K + pick] + s * (logf(u) - logf(1.0f - u));
   const float byte = floorf((x + 1.0f) * 0.5f * 255.0f + 0.5f);
   return byte >= 0.0f ? (byte <= 255.0f ? static_cast<int>(byte) : 255) : 0; // NaN -> 0
 }
 
-// The byte for image `image` at position `t` (the byte that becomes p_{t+1}).
-TARNN_HD int sample_byte(const float *o, int K, uint64_t seed, uint64_t image, uint32_t t) {
+// The byte for image `image` at position `t` (the byte that becomes p_{t+1}), at temperature T.
+TARNN_HD int sample_byte(const float *o, int K, uint64_t seed, uint64_t image, uint32_t t,
+                         float T = 1.0f) {
   const Philox4 r = random_words(seed, image, t, 0);
-  return sample_mixture(o, K, uniform01(r.v[0]), uniform01(r.v[1]));
+  return sample_mixture(o, K, uniform01(r.v[0]), uniform01(r.v[1]), T);
 }
 
 } // namespace tarnn

@@ -62,6 +62,19 @@ inline tarnn::Model narrow_mnist(int heads, int d_head, uint64_t seed = 7) {
   return tarnn::random_model(c, seed);
 }
 
+// A feature map of kind k (docs/SPEC.md "Feature maps"): n_dims, softmax_temp, generalized_random's
+// f; smoothed_random_fourier's constant 0.5.
+inline tarnn::FeatureMap feature_map_of(tarnn::FeatureMapKind k, int n_dims = 0, double temp = 1.0,
+                                        tarnn::FeatureMapKind fn = tarnn::FeatureMapKind::Relu) {
+  tarnn::FeatureMap fm;
+  fm.kind = k;
+  fm.n_dims = n_dims;
+  fm.softmax_temp = temp;
+  fm.smoothing = 0.5;
+  fm.kernel_fn = fn;
+  return fm;
+}
+
 // A rollout's images and log-likelihoods; job() is the Rollout that writes them: n images of
 // `config`'s size from `seed`, the given pixels where `known` says so, numbered from `first`.
 struct Outcome {

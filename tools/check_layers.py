@@ -5,6 +5,7 @@ below src/engine compares a device or precision as a string (numerics are enums 
 
     tools/check_layers.py [ROOT]     exit 0 and one summary line, or 1 and a line per violation
 """
+import argparse
 import os
 import re
 import sys
@@ -41,8 +42,11 @@ def folder_of(path):
 
 
 def main():
-    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
-                           os.path.join(os.path.dirname(__file__), ".."))
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("root", nargs="?", default=os.path.join(os.path.dirname(__file__), ".."),
+                    help="the tree to check (default: this checkout)")
+    root = os.path.abspath(ap.parse_args().root)
     bad, files, includes = [], 0, 0
     for top in ("src", "kernels", "include"):
         for dirpath, _, names in os.walk(os.path.join(root, top)):

@@ -24,7 +24,11 @@ rule), and --attention or --feature-map that contradict it are an error. A check
 stores no tensor. Give
   --attention linear|softmax     (fast-transformers' names causal-linear and full are taken too)
   --feature-map KIND             elu+1, relu, random_fourier, smoothed_random_fourier, favor,
-                                 generalized_random, with the library's default parameters
+                                 generalized_random: n_dims from the stored omega's shape (which
+                                 fixes it but for smoothed_random_fourier's n_dims 2c+1 or 2c+2,
+                                 refused naming both; random_fourier's and favor's 2c and 2c + 1
+                                 give the same attention, 2c is taken), the other parameters the
+                                 library's defaults
   --feature-map JSON             the same object as config.json's feature_map, with parameters:
                                  '{"kind": "favor", "n_dims": 64, "softmax_temp": 0.17}'
 else the paper's defaults are assumed (linear attention, elu+1), and a line on stderr says so.
@@ -47,8 +51,8 @@ refused export leaves no --out behind (an existing --out is left as it was).
 A .pt/.pth checkpoint is a Python pickle, and a pickle can run code its author put in it. This
 tool reads with torch's weights-only loader, which runs none: train.py's checkpoints load so.
 Files it refuses (the paper's, whose optimizer state holds floats that torch 1.13's weights-only
-loader rejects; train.py's before 2026-11-22) need --trust-pickle: give it only for files you
-trust. The engine itself never reads pickles: model.safetensors is plain data.
+loader rejects; train.py's before 2026-11-22; TorchScript archives and torch's legacy tar format,
+which torch would not leave to that loader) need --trust-pickle: give it only for files you trust. The engine itself never reads pickles: model.safetensors is plain data.
 """
 
 import argparse
@@ -60,10 +64,50 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_config import MNIST_CONFIG  # noqa: E402  (plain data: the flags, without torch)
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("checkpoint")
+    ap.add_argument("--out", required=True, help="model folder to write")
+    ap.add_argument("--config", help="mnist, or a config.json, for checkpoints without one")
+    for key, val in MNIST_CONFIG.items():
+        if key != "attention":
+            ap.add_argument("--" + key.replace("_", "-"), type=type(val), default=None,
+                            help=f"override {key} of --config")
+    ap.add_argument("--attention", metavar="linear|softmax",
+                    help="the model's attention, for a checkpoint whose config does not say "
+                         "(default: linear, said on stderr)")
+    ap.add_argument("--feature-map", metavar="KIND|JSON",
+                    help="linear attention's feature map, for a checkpoint whose config does not "
+                         "say: a kind (elu+1, relu, random_fourier, smoothed_random_fourier, "
+                         "favor, generalized_random) or config.json's object with parameters, "
+                         "'{\"kind\": \"favor\", \"n_dims\": 64}' (default: elu+1, said on "
+                         "stderr)")
+    ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
+    ap.add_argument("--ema", action="store_true",
+                    help="export train.py's averaged weights (its --ema) instead of the last ones")
+    ap.add_argument("--trust-pickle", action="store_true",
+                    help="load a checkpoint that is a full pickle (the paper's, or train.py's "
+                         "before 2026-11-22): it can run code, so only a file you trust")
+    ap.add_argument("--data", help="IDX, .npy or PNG images of the model's size for --verify")
+    ap.add_argument("--verify", type=int, metavar="N",
+                    help="score N images with the engine and PyTorch and refuse the export if "
+                         "any differs by more than 1e-4 bits/dim (default: 16 with --data, else "
+                         "0; without --data, synthetic images)")
+    ap.add_argument("--tarnn", help="the engine for --verify (default: build/tarnn beside this "
+                                    "checkout, else tarnn on PATH)")
+    return ap.parse_args()
+
+
+# The arguments before numpy and torch: --help and a usage error need neither (any Python).
+ARGS = parse_args() if __name__ == "__main__" else None
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
 import tarnn_model as tm  # noqa: E402
 from mnist_data import IdxError, read_idx, write_idx  # noqa: E402
 
@@ -141,12 +185,42 @@ def feature_map_flag(text):
     return {"kind": text}
 
 
-def resolve_attention(cfg, recorded, args):
+def infer_n_dims(fm, state, d_head):
+    """A random-feature map given by --feature-map without n_dims: n_dims from the stored omega's
+    shape [d_head, columns], which the checkpoint determines up to one case. Where two n_dims draw
+    that shape: the library's default (d_head) if it is one of them; for random_fourier and favor,
+    the even one, twice the columns (the two give phi up to a constant factor, which the
+    attention's normaliser cancels but for its 1e-6); smoothed_random_fourier's two differ, and are refused,
+    named both. Without an omega, fm as it is (check_omega says what is missing)."""
+    kind = fm.get("kind")
+    if not isinstance(kind, str) or "n_dims" in fm or "n_dims" not in tm.FEATURE_MAPS.get(
+            kind, ("", ()))[1]:
+        return fm
+    omega = state.get("transformer.layers.0.attention.inner_attention.feature_map.omega")
+    if omega is None or omega.dim() != 2 or omega.shape[1] < 1:
+        return fm
+    cols = int(omega.shape[1])
+    fits = [n for n in range(max(cols, 2), 2 * cols + 3)
+            if tm.omega_columns({"kind": kind, "n_dims": n}) == cols]
+    if len(fits) == 1 or d_head in fits:
+        return dict(fm, n_dims=fits[0] if len(fits) == 1 else d_head)
+    if kind in ("random_fourier", "favor"):
+        return dict(fm, n_dims=2 * cols)
+    fail(f"--feature-map {kind}: omega {list(omega.shape)} fits n_dims "
+         f"{' and '.join(map(str, fits))}, and the checkpoint does not say which (they weigh the "
+         f"cos and sin features against the smoothing one differently): give --feature-map "
+         f"'{json.dumps(dict(fm, n_dims=fits[0]))}' or {fits[1]}")
+
+
+def resolve_attention(cfg, recorded, args, state):
     """The attention and feature map the export writes: the config's where it records them (flags
-    must agree), else the flags, else the paper's (linear, elu+1), said on stderr. Returns the
-    config and a note for the file's metadata when something was assumed."""
+    must agree), else the flags (a random-feature map's n_dims from its omega: infer_n_dims), else
+    the paper's (linear, elu+1), said on stderr. Returns the config and a note for the file's
+    metadata when something was assumed."""
     where = args.config or args.checkpoint
     flag_fm = feature_map_flag(args.feature_map) if args.feature_map is not None else None
+    if isinstance(flag_fm, dict) and not recorded and "feature_map" not in cfg:
+        flag_fm = infer_n_dims(flag_fm, state, cfg.get("d_head"))
     flag_att = attention_of(args.attention, "--attention") if args.attention is not None else None
     if flag_att == "softmax" and flag_fm is not None:
         fail("--feature-map with --attention softmax: a softmax model has no feature map")
@@ -207,9 +281,11 @@ def check_omega(state, cfg, assumed):
     if not cols and found:
         what = (f"{cfg['attention']} attention" if not fm else f"the {fm['kind']} feature map"
                 + (", assumed" if assumed else ""))
+        kinds = [k for k, (_, params) in tm.FEATURE_MAPS.items() if "n_dims" in params]
         fail(f"the checkpoint holds {found[0]} {list(state[found[0]].shape)}, a random-feature "
-             f"map's omega, but the model has {what}, which draws none: give the --feature-map "
-             f"it was trained with")
+             f"map's omega, but the model has {what}, which draws none: give --feature-map KIND, "
+             f"the kind it was trained with ({', '.join(kinds[:-1])} or {kinds[-1]}): the "
+             f"checkpoint does not say it; n_dims it does, in omega's shape")
     if not cols:
         return
     names = [f"transformer.layers.{i}.attention.inner_attention.feature_map.omega"
@@ -368,38 +444,7 @@ def install(staged, out):
     shutil.rmtree(staged)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("checkpoint")
-    ap.add_argument("--out", required=True, help="model folder to write")
-    ap.add_argument("--config", help="mnist, or a config.json, for checkpoints without one")
-    for key, val in tm.MNIST_CONFIG.items():
-        if key != "attention":
-            ap.add_argument("--" + key.replace("_", "-"), type=type(val), default=None,
-                            help=f"override {key} of --config")
-    ap.add_argument("--attention", metavar="linear|softmax",
-                    help="the model's attention, for a checkpoint whose config does not say "
-                         "(default: linear, said on stderr)")
-    ap.add_argument("--feature-map", metavar="KIND|JSON",
-                    help="linear attention's feature map, for a checkpoint whose config does not "
-                         "say: a kind (elu+1, relu, random_fourier, smoothed_random_fourier, "
-                         "favor, generalized_random) or config.json's object with parameters, "
-                         "'{\"kind\": \"favor\", \"n_dims\": 64}' (default: elu+1, said on "
-                         "stderr)")
-    ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
-    ap.add_argument("--ema", action="store_true",
-                    help="export train.py's averaged weights (its --ema) instead of the last ones")
-    ap.add_argument("--trust-pickle", action="store_true",
-                    help="load a checkpoint that is a full pickle (the paper's, or train.py's "
-                         "before 2026-11-22): it can run code, so only a file you trust")
-    ap.add_argument("--data", help="IDX, .npy or PNG images of the model's size for --verify")
-    ap.add_argument("--verify", type=int, metavar="N",
-                    help="score N images with the engine and PyTorch and refuse the export if "
-                         "any differs by more than 1e-4 bits/dim (default: 16 with --data, else "
-                         "0; without --data, synthetic images)")
-    ap.add_argument("--tarnn", help="the engine for --verify (default: build/tarnn beside this "
-                                    "checkout, else tarnn on PATH)")
-    args = ap.parse_args()
+def main(args):
     n_verify = args.verify if args.verify is not None else (16 if args.data else 0)
     if n_verify < 0:
         fail(f"--verify {n_verify}: a number of images, 0 or more")
@@ -430,7 +475,7 @@ def main():
     for key in tm.MNIST_CONFIG:
         if key != "attention" and getattr(args, key) is not None:
             cfg[key] = getattr(args, key)
-    cfg, assumed = resolve_attention(cfg, "attention" in cfg, args)
+    cfg, assumed = resolve_attention(cfg, "attention" in cfg, args, state)
     try:
         tm.check_config(cfg)
     except ValueError as e:
@@ -492,4 +537,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

@@ -11,14 +11,21 @@ import argparse
 import os
 import sys
 
-import numpy as np
 
-
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("out")
     ap.add_argument("shards", nargs="+")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+# The arguments before the heavy imports: --help and a usage error need none of them (any Python).
+ARGS = parse_args() if __name__ == "__main__" else None
+
+import numpy as np  # noqa: E402
+
+
+def main(args):
     parts = []
     for path in args.shards:
         try:
@@ -43,4 +50,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

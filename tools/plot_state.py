@@ -13,7 +13,20 @@ import glob
 import json
 import os
 
-import numpy as np
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scores", required=True)
+    ap.add_argument("--mnist", required=True)
+    ap.add_argument("--cifar", required=True)
+    ap.add_argument("--out", required=True)
+    return ap.parse_args()
+
+
+# The arguments before the heavy imports: --help and a usage error need none of them (any Python).
+ARGS = parse_args() if __name__ == "__main__" else None
+
+import numpy as np  # noqa: E402
 
 
 def load(path):
@@ -92,13 +105,7 @@ def plot(studies, out):
     print(f"\nwrote {path}")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--scores", required=True)
-    ap.add_argument("--mnist", required=True)
-    ap.add_argument("--cifar", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
+def main(a):
     score_table(a.scores)
     mnist, cifar = load(a.mnist), load(a.cifar)
     study_table("MNIST, the shipped model", mnist)
@@ -108,4 +115,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

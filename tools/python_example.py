@@ -9,7 +9,20 @@ Writes one figure: a row of samples, and rows of (occluded | completions | origi
 
 import argparse
 
-import matplotlib
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--model", default="models/mnist")
+    ap.add_argument("--images", default="data/mnist/test-images-idx3-ubyte")
+    ap.add_argument("--out", default="example.png")
+    ap.add_argument("--samples", type=int, default=3)
+    return ap.parse_args()
+
+
+# The arguments before the heavy imports: --help and a usage error need none of them (any Python).
+ARGS = parse_args() if __name__ == "__main__" else None
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -18,14 +31,7 @@ import numpy as np  # noqa: E402
 import tarnn  # noqa: E402
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--model", default="models/mnist")
-    ap.add_argument("--images", default="data/mnist/test-images-idx3-ubyte")
-    ap.add_argument("--out", default="example.png")
-    ap.add_argument("--samples", type=int, default=3)
-    args = ap.parse_args()
-
+def main(args):
     model = tarnn.Model(args.model)
     print(f"{args.model}: {model.parameters} parameters, {model.state_bytes_per_image} bytes of "
           f"state per image, on {model.device}")
@@ -57,4 +63,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

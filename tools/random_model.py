@@ -28,8 +28,26 @@ import json
 import os
 import sys
 
-import numpy as np
-import torch
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--config", default="mnist")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
+    ap.add_argument("--golden", type=int, default=0, help="also write N golden images")
+    ap.add_argument("--attention", choices=["linear", "softmax"], help="override the config's")
+    ap.add_argument("--feature-map", metavar="KIND|JSON",
+                    help="override the config's feature map: a kind (elu+1, relu, favor, ...) or "
+                         "config.json's object as JSON; omega is drawn from --seed")
+    return ap.parse_args()
+
+
+# The arguments before the heavy imports: --help and a usage error need none of them (any Python).
+ARGS = parse_args() if __name__ == "__main__" else None
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tarnn_model as tm  # noqa: E402
@@ -85,18 +103,7 @@ def golden_images(cfg, n, seed):
     return images
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--config", default="mnist")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16"])
-    ap.add_argument("--golden", type=int, default=0, help="also write N golden images")
-    ap.add_argument("--attention", choices=["linear", "softmax"], help="override the config's")
-    ap.add_argument("--feature-map", metavar="KIND|JSON",
-                    help="override the config's feature map: a kind (elu+1, relu, favor, ...) or "
-                         "config.json's object as JSON; omega is drawn from --seed")
-    args = ap.parse_args()
+def main(args):
     if args.config in CONFIGS:
         cfg = CONFIGS[args.config]
     else:
@@ -134,4 +141,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

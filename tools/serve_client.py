@@ -13,8 +13,8 @@ import urllib.parse
 class Server:
     """`tarnn serve --port 0 ARGS...`, its URL read from its first line; stop() sends SIGTERM."""
 
-    def __init__(self, binary, *args):
-        self.proc = subprocess.Popen([binary, "serve", "--port", "0", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def __init__(self, binary, *args, env=None):
+        self.proc = subprocess.Popen([binary, "serve", "--port", "0", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         line = self.proc.stdout.readline()
         if "http://" not in line:
             self.proc.kill()

@@ -99,7 +99,7 @@ def main():
         "latency_p99": percentile(latencies, 99) if latencies else None,
         "latency_max": max(latencies) if latencies else None,
         "mean_requests_per_batch": sum(merged) / len(merged) if merged else None,
-        "retries_503": retries[0], "device": info["device"], "model": info["model"],
+        "retries_503": retries[0], "device": info["device_name"], "model": info["model"],
     }
     print(f"{done_n}/{a.requests} requests answered, {len(failures)} wrong, by {a.clients} clients "
           f"in {wall:.1f} s: {figures['completions_per_second']:.1f} completions/s "

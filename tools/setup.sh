@@ -3,7 +3,8 @@
 #   tools/setup.sh sample   64 digits from the shipped model -> samples.png
 #   tools/setup.sh test     every test: the release build's suite, then the same suite built by
 #                           clang with AddressSanitizer and UndefinedBehaviorSanitizer, with the
-#                           parsers fuzzed 20 s each (what .ci/run calls; tools/fuzz.sh: longer)
+#                           parsers fuzzed 20 s each and the GPU suite run on the emulated device
+#                           (what .ci/run calls; tools/fuzz.sh: longer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 job=${1:-}
@@ -60,14 +61,17 @@ phase "the release tests"
 # from them and are left to the release pass, as are the README's commands, which the cli suites
 # cover: under ASan they took 11 of CI's 20 minutes; and the browser test, whose page is
 # JavaScript: the API and load tests run the instrumented server; the check of the CMake option
-# helper, which compiles nothing; the runbook's dry run, a shell script; the state format's
+# helper, which compiles nothing, and of the docs' figures, Python; the GPU runbook's dry run, plan
+# and weights' way home, shell and Python; the trainer's modes, PyTorch; the state format's
 # comparison with the PyTorch reference, whose C++ test_state runs instrumented). The goldens made
-# with torch are the release pass's (-FS: not made again).
+# with torch are the release pass's (-FS: not made again). Its CUDA backend is the emulated
+# device's (docs/CUDA.md): the same kernels and backend on the CPU, so the GPU suite runs here,
+# instrumented, where the release pass (nvcc's build, no GPU) skips it.
 cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_C_COMPILER=clang -DTARNN_FUZZ=ON -DTARNN_CUDA=OFF -DTARNN_GOLDEN_DIR="$PWD/build"
+  -DCMAKE_C_COMPILER=clang -DTARNN_FUZZ=ON -DTARNN_CUDA_EMULATOR=ON -DTARNN_GOLDEN_DIR="$PWD/build"
 cmake --build build-sanitize -j"$jobs"
 phase "the sanitizer build"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-sanitize --output-on-failure -j"$jobs" -FS '^golden_(mnist|maps)' \
-  -E '^(reference|training|install|readme|serve_browser|cmake_option|lease_dry_run|state_reference|make_golden_.*)$'
+  -E '^(reference|training|train_modes|install|readme|serve_browser|cmake_option|figures|lease_.*|state_reference|make_golden_.*)$'
 phase "the sanitizer tests"

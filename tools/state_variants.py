@@ -14,8 +14,22 @@ import os
 import sys
 import time
 
-import numpy as np
-import torch
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--images", required=True, help="an IDX file of the model's images")
+    ap.add_argument("-n", type=int, default=500)
+    ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--out", help="write the JSON here too")
+    return ap.parse_args()
+
+
+# The arguments before the heavy imports: --help and a usage error need none of them (any Python).
+ARGS = parse_args() if __name__ == "__main__" else None
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tarnn_model as tm  # noqa: E402
@@ -23,14 +37,7 @@ import tarnn_model as tm  # noqa: E402
 VARIANTS = ("fp32", "fp16", "fp16-unscaled", "fp16-mean", "bf16")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--images", required=True, help="an IDX file of the model's images")
-    ap.add_argument("-n", type=int, default=500)
-    ap.add_argument("--batch", type=int, default=100)
-    ap.add_argument("--out", help="write the JSON here too")
-    a = ap.parse_args()
+def main(a):
     model = tm.load_model_dir(a.model).float().eval()
     t_bytes = tm.seq_len(model.cfg) + 1
     raw = np.fromfile(a.images, dtype=np.uint8)
@@ -59,4 +66,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

@@ -16,33 +16,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-FORMAT_VERSION = 1
-
-MNIST_CONFIG = dict(height=28, width=28, channels=1, n_layers=8, n_heads=8, d_head=32,
-                    d_model=256, d_ff=1024, activation="relu", mixtures=10, attention="linear")
-
-CONFIG_KEYS = ("height", "width", "channels", "n_layers", "n_heads", "d_head", "d_model", "d_ff",
-               "activation", "mixtures", "attention")
-OPTIONAL_KEYS = ("feature_map",)  # linear attention's phi; absent: elu + 1 (SPEC section 1)
-FILE_KEYS = ("format_version", "model_type")  # config.json's own, beside the model's
-ATTENTIONS = ("linear", "softmax")
-ACTIVATIONS = ("relu", "gelu")
-
-# SPEC section 1, "Feature maps": each kind, the fast-transformers class it is, and the parameters
-# config.json may give it (the class's own arguments). Random-feature maps store their matrix
-# omega; how it was drawn (orthogonal, redraw, deterministic_eval) does not change what a stored
-# omega computes, so those are taken and not used.
-FEATURE_MAPS = {
-    "elu+1": ("elu_feature_map", ()),
-    "relu": ("ActivationFunctionFeatureMap(torch.relu)", ()),
-    "random_fourier": ("RandomFourierFeatures", ("n_dims", "softmax_temp")),
-    "smoothed_random_fourier": ("SmoothedRandomFourierFeatures",
-                                ("n_dims", "softmax_temp", "smoothing")),
-    "favor": ("Favor", ("n_dims", "softmax_temp", "stabilize")),
-    "generalized_random": ("GeneralizedRandomFeatures", ("n_dims", "softmax_temp", "kernel_fn")),
-}
-DRAWING_KEYS = ("orthogonal", "redraw", "deterministic_eval")
-KERNEL_FNS = ("relu", "elu+1")  # generalized_random's kernel_fn
+# config.json's vocabulary, plain data that the tools' argument parsers read without torch
+from model_config import (ACTIVATIONS, ATTENTIONS, CONFIG_KEYS, DRAWING_KEYS,  # noqa: E402,F401
+                          FEATURE_MAPS, FILE_KEYS, FORMAT_VERSION, KERNEL_FNS, MNIST_CONFIG,
+                          OPTIONAL_KEYS)
 
 
 def feature_map_of(cfg):
@@ -519,23 +496,76 @@ def param_count(cfg):
     return sum(t.numel() for t in state_dict_for_export(ImageTransformer(cfg)).values())
 
 
+# Entries only a TorchScript archive holds (torch.jit.save's, or the lite interpreter's): torch.load
+# hands a zip holding constants.pkl to torch.jit.load, which runs the archive's code (a class's
+# __setstate__, as it loads), whatever weights_only says (torch 1.13; 2.6 on refuse it).
+TORCHSCRIPT_ENTRIES = ("constants.pkl", "bytecode.pkl", "code/")
+
+
+def unsafe_checkpoint(data):
+    """Why torch.load(weights_only=True) would not leave the bytes `data` to its weights-only
+    unpickler alone, or None; read before torch sees them. The routes around that unpickler in
+    torch 1.13's and 2.x's torch/serialization.py (load, _legacy_load):
+    - a zip (torch's test: its first 4 bytes) holding constants.pkl goes to torch.jit.load. Its
+      entries are listed as torch lists them (its own zip reader, the archive's folder left out)
+      and as Python's zipfile does (whatever the folder), so neither reader hides one;
+    - the legacy tar format: torch 1.13 unpacks its members (links and FIFOs too) into a
+      temporary folder before its unpickler reads them, and 2.6 on refuse it;
+    - anything else (the zip torch.save writes, or a legacy pickle) is unpickled weights-only by
+      both, every pickle in it."""
+    import io
+    import tarfile
+    import zipfile
+    if data[:4] == b"PK\x03\x04":
+        names = []
+        for reader in (lambda b: torch._C.PyTorchFileReader(b).get_all_records(),
+                       lambda b: zipfile.ZipFile(b).namelist()):
+            try:
+                names += reader(io.BytesIO(data))
+            except Exception:  # a zip this reader cannot read: torch.load fails on it, or not
+                pass           # through that reader
+        for entry in TORCHSCRIPT_ENTRIES:
+            folder = entry.endswith("/")
+            if any(entry.rstrip("/") in (n.split("/")[:-1] if folder else n.split("/"))
+                   for n in names):
+                return (f"is a TorchScript archive (it holds {entry}): torch.load would run its "
+                        f"code whatever weights_only says (torch before 2.6 hands it to "
+                        f"torch.jit.load)")
+        return None
+    try:  # as torch 1.13's _legacy_load opens it
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:", format=tarfile.PAX_FORMAT):
+            pass
+    except tarfile.TarError:
+        return None
+    return ("is in torch's legacy tar format: torch 1.13 unpacks its members onto the disk before "
+            "its weights-only check (2.6 on refuse it)")
+
+
 def load_pt(path, trust_pickle=False):
     """A .pt/.pth file, read with torch's weights-only loader: tensors, ints, strings, lists and
     dicts, and no code runs. A .pt is a Python pickle, and a full pickle can run whatever code its
     author put in it; this loader refuses those (train.py's checkpoints before 2026-11-22, the
-    paper's with their optimizer state: torch 1.13's weights-only loader rejects Python floats)
-    unless trust_pickle is set, and then says so on stderr."""
+    paper's with their optimizer state: torch 1.13's weights-only loader rejects Python floats),
+    and what torch would not leave to that loader (unsafe_checkpoint: TorchScript, legacy tar),
+    unless trust_pickle is set, and then says so on stderr. torch reads the bytes that were
+    checked, not the path again: a file replaced in between cannot slip past."""
+    import io
     import sys
     if not os.path.isfile(path):
         raise OSError(f"{path}: no such file")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch 1.13 raises UnpicklingError or RuntimeError for these
-        if not trust_pickle:
-            raise PermissionError(
-                f"{path} is not a weights-only file: loading it would run its pickle, which can "
-                f"execute code; if you made it or trust its source, pass --trust-pickle "
-                f"({str(e).splitlines()[-1][:80]})") from None
+    with open(path, "rb") as f:
+        data = f.read()
+    why, detail = unsafe_checkpoint(data), ""
+    if not why:
+        try:
+            return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        except Exception as e:  # torch 1.13 raises UnpicklingError or RuntimeError for these
+            why = ("is not a weights-only file: loading it would run its pickle, which can "
+                   "execute code")
+            detail = f" ({str(e).splitlines()[-1][:80]})"
+    if not trust_pickle:
+        raise PermissionError(f"{path} {why}; if you made it or trust its source, pass "
+                              f"--trust-pickle{detail}")
     print(f"warning: {path}: loading a full pickle (--trust-pickle): it can run code",
           file=sys.stderr)
     return torch.load(path, map_location="cpu")

@@ -11,6 +11,15 @@ strings only (floats as JSON), so they load with torch's weights-only loader: no
 {"model_state": state_dict, "config": ..., ...}, the layout export.py reads.
 
     tools/train.py --eval-only --ckpt checkpoints/mnist.pt --heldout FILE   (fp32, every image)
+
+On a lent GPU (tools/gpu/lease.sh): --compile compiles the model with torch.compile where this
+torch has it; its first steps, where the compiling happens, run under a watchdog, and a compile
+that fails or takes more than --compile-timeout seconds is dropped: that step is done again in
+eager mode and training goes on (a lease must not lose its minutes to a compiler). --rate-seconds
+measures images/s over the first seconds after compiling (evals and checkpoints left out) and
+writes it to --rate-file. The environment variable TARNN_TRAIN_COMPILE=fail|hang puts a stand-in
+in torch.compile's place that fails, or never finishes, at its first step: how the watchdog is
+tested on a CPU and on torches without torch.compile (tests/tools/train_modes_test.sh).
 """
 
 import argparse
@@ -22,60 +31,8 @@ import signal
 import sys
 import time
 
-import numpy as np
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tarnn_model as tm  # noqa: E402
-from mnist_data import IdxError, read_idx  # noqa: E402
-
-
-def load_images(path, cfg):
-    try:
-        a = read_idx(path)
-    except IdxError as e:
-        sys.exit(f"train: {e}")
-    t = cfg["height"] * cfg["width"] * cfg["channels"]
-    if a.ndim < 2 or int(np.prod(a.shape[1:])) != t:
-        sys.exit(f"train: {path}: images of shape {a.shape[1:]}, the model wants "
-                 f"{cfg['height']}x{cfg['width']}x{cfg['channels']}")
-    return torch.from_numpy(a.reshape(a.shape[0], t).astype(np.int64))
-
-
-def autocast(device, enabled):
-    if not enabled:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-
-
-@torch.no_grad()
-def evaluate(model, images, device, batch, use_bf16):
-    model.eval()
-    total = []
-    for i in range(0, len(images), batch):
-        with autocast(device, use_bf16):
-            total.append(tm.bits_per_dim(model, images[i:i + batch].to(device)).float().cpu())
-    model.train()
-    return torch.cat(total).mean().item()
-
-
-def learning_rate(args, step, ease=None, elapsed=0.0):
-    """Linear warm-up, constant, then an optional cosine decay: a function of the step, so a
-    resumed run continues the same schedule. ease = (first_step, last_lr): a resumed run whose
-    rate differs from the one its checkpoint last used moves there linearly over --warmup steps
-    (a sudden 3x, 1e-4 to 3e-4 at step 2443, sent the train loss from 1.49 to 1.86 here)."""
-    lr = args.lr * min(1.0, (step + 1) / args.warmup)
-    if args.decay_steps > 0 and step >= args.decay_start:
-        f = min(1.0, (step - args.decay_start) / args.decay_steps)
-        lr = args.lr_final + (lr - args.lr_final) * 0.5 * (1.0 + math.cos(math.pi * f))
-    if args.time_decay > 0 and args.minutes and elapsed > 1.0 - args.time_decay:
-        # a time-boxed run (a GPU lease) cannot know its step count ahead: decay over its clock
-        f = min(1.0, (elapsed - (1.0 - args.time_decay)) / args.time_decay)
-        lr = args.lr_final + (lr - args.lr_final) * 0.5 * (1.0 + math.cos(math.pi * f))
-    if ease:
-        first, last = ease
-        lr = last + (lr - last) * min(1.0, (step - first + 1) / args.warmup)
-    return lr
+from model_config import MNIST_CONFIG  # noqa: E402  (plain data: the flags, without torch)
 
 
 def parse_args():
@@ -83,7 +40,7 @@ def parse_args():
     ap.add_argument("--train", help="training images (IDX)")
     ap.add_argument("--heldout", help="held-out images (IDX)")
     ap.add_argument("--ckpt", required=True, help="checkpoint file (resumed when it exists)")
-    for key, val in tm.MNIST_CONFIG.items():
+    for key, val in MNIST_CONFIG.items():
         ap.add_argument("--" + key.replace("_", "-"), type=type(val), default=val,
                         help=f"model {key} (default {val}; ignored when resuming)")
     ap.add_argument("--batch", type=int, default=16)
@@ -101,10 +58,21 @@ def parse_args():
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the model where this torch has it (2.x; 1.13 runs "
                          "without, saying so)")
+    ap.add_argument("--compile-timeout", type=float, default=120.0, metavar="SECONDS",
+                    help="--compile: the first steps (where torch.compile compiles) may take this "
+                         "long in all; a compile that fails or runs longer is dropped and training "
+                         "goes on in eager mode from the same step (default 120)")
+    ap.add_argument("--rate-seconds", type=float, default=0.0, metavar="S",
+                    help="measure images/s over the first S seconds of training after compiling "
+                         "(evals and checkpoints left out), print it and write --rate-file")
+    ap.add_argument("--rate-file", metavar="JSON", help="where --rate-seconds writes its figure")
     ap.add_argument("--clip", type=float, default=1.0, help="gradient norm clip")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: never)")
     ap.add_argument("--minutes", type=float, default=0.0,
                     help="stop (and checkpoint) after this many minutes of this run (0: never)")
+    ap.add_argument("--end-at", type=float, default=0.0, metavar="UNIX_TIME",
+                    help="stop (and checkpoint) at this time: --minutes becomes the time from the "
+                         "start of training to it, so --time-decay ends there (a lease's plan)")
     ap.add_argument("--decay-start", type=int, default=0, metavar="STEP",
                     help="step at which a cosine decay of the learning rate to --lr-final begins")
     ap.add_argument("--decay-steps", type=int, default=0,
@@ -139,8 +107,223 @@ def parse_args():
     return ap.parse_args()
 
 
-def main():
-    args = parse_args()
+# The arguments before numpy and torch: --help and a usage error need neither (any Python).
+ARGS = parse_args() if __name__ == "__main__" else None
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import tarnn_model as tm  # noqa: E402
+from mnist_data import IdxError, read_idx  # noqa: E402
+
+
+def load_images(path, cfg):
+    try:
+        a = read_idx(path)
+    except IdxError as e:
+        sys.exit(f"train: {e}")
+    t = cfg["height"] * cfg["width"] * cfg["channels"]
+    if a.ndim < 2 or int(np.prod(a.shape[1:])) != t:
+        sys.exit(f"train: {path}: images of shape {a.shape[1:]}, the model wants "
+                 f"{cfg['height']}x{cfg['width']}x{cfg['channels']}")
+    return torch.from_numpy(a.reshape(a.shape[0], t).astype(np.int64))
+
+
+def autocast(device, enabled):
+    if not enabled:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+@torch.no_grad()
+def evaluate(model, images, device, batch, use_bf16):
+    model.eval()
+    total = []
+    for i in range(0, len(images), batch):
+        with autocast(device, use_bf16):
+            total.append(tm.bits_per_dim(model, images[i:i + batch].to(device)).float().cpu())
+    model.train()
+    return torch.cat(total).mean().item()
+
+
+class CompileTimeout(BaseException):
+    """The watchdog's alarm. A BaseException, as KeyboardInterrupt is, so that no `except
+    Exception` inside torch's compiler takes it for a compile error of its own."""
+
+
+@contextlib.contextmanager
+def deadline(seconds):
+    """Raises CompileTimeout in the main thread once `seconds` have passed (SIGALRM): a compile
+    that runs long is interrupted at its next Python instruction, or when its wait for a compile
+    worker returns to Python."""
+    def on_alarm(_signum, _frame):
+        raise CompileTimeout()
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+class StandInCompile(torch.nn.Module):
+    """TARNN_TRAIN_COMPILE=fail|hang: torch.compile's place taken by a module whose first call
+    raises as a failed compile does, or never returns (the watchdog's test, here on a CPU)."""
+
+    def __init__(self, model, how):
+        super().__init__()
+        self.model, self.how, self.cfg = model, how, model.cfg
+
+    def forward(self, x):
+        if self.how == "hang":
+            while True:
+                time.sleep(0.05)
+        raise RuntimeError("compilation failed (TARNN_TRAIN_COMPILE=fail, a stand-in)")
+
+
+def compiled(model):
+    """torch.compile(model) (compiled lazily, at its first steps), or the model itself when this
+    torch has no torch.compile or it refuses at once, said on stdout."""
+    how = os.environ.get("TARNN_TRAIN_COMPILE")
+    if how:
+        if how not in ("fail", "hang"):
+            sys.exit(f"train: TARNN_TRAIN_COMPILE={how}: fail or hang")
+        return StandInCompile(model, how)
+    if not hasattr(torch, "compile"):
+        print(f"--compile: torch {torch.__version__} has no torch.compile: running without",
+              flush=True)
+        return model
+    try:
+        return torch.compile(model)
+    except Exception as e:  # torch raises many kinds; each means eager mode here
+        print(f"--compile: torch.compile refused the model ({one_line(e)}): eager mode", flush=True)
+        return model
+
+
+def one_line(e):
+    lines = [ln for ln in str(e).splitlines() if ln.strip()]
+    return f"{type(e).__name__}: {lines[0][:160] if lines else ''}"
+
+
+class CompileGuard:
+    """The compiled model's first WATCHED steps under a watchdog: they may take `limit` seconds in
+    all (compiling happens there: the forward at the first call, the backward at the first
+    backward). A step that raises, or outlasts what is left of the limit, is done again in eager
+    mode, and the model stays eager: no minutes of a lease are lost to a compiler. `fn(forward)`
+    holds only what can be done again (zeroed gradients, forward, backward): the optimizer steps
+    after it returns, so a step done twice updates the weights once."""
+
+    WATCHED = 3
+
+    def __init__(self, forward, model, limit):
+        self.forward, self.model, self.left, self.steps, self.spent = forward, model, limit, 0, 0.0
+        self.limit = limit
+
+    def watching(self):
+        return self.forward is not self.model and self.steps < self.WATCHED
+
+    def run(self, fn, step):
+        if not self.watching():
+            return fn(self.forward)
+        t = time.time()
+        try:
+            with deadline(self.left):
+                out = fn(self.forward)
+        except CompileTimeout:
+            why = f"the first steps took over {self.limit:g} s (--compile-timeout)"
+        except Exception as e:  # a compiler error, whatever torch calls it
+            why = f"compiling failed: {one_line(e)}"
+        else:
+            self.spent += time.time() - t
+            self.left -= time.time() - t
+            self.steps += 1
+            if not self.watching():
+                print(f"--compile: compiled; the first {self.steps} steps took {self.spent:.1f} s",
+                      flush=True)
+            return out
+        print(f"--compile: {why}: eager mode from step {step}", flush=True)
+        self.forward = self.model
+        if hasattr(torch, "_dynamo"):
+            torch._dynamo.reset()  # what the dropped compile holds
+        return fn(self.model)
+
+
+class RateWindow:
+    """Images/s over the first `seconds` of training once the compiled steps are done, with
+    evals and checkpoints left out; the GPU synchronised at both ends. Printed, and written as
+    JSON to `path` (tools/gpu/lease.sh waits for it before anything else uses the GPU)."""
+
+    def __init__(self, seconds, path, device, batch):
+        self.seconds, self.path, self.device, self.batch = seconds, path, device, batch
+        self.t0, self.images0, self.step0, self.paused, self.done = None, 0, 0, 0.0, seconds <= 0
+
+    def sync(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    @contextlib.contextmanager
+    def pause(self, active):
+        """Time spent inside is left out of the window (the GPU's queue drained first)."""
+        running = active and self.t0 is not None and not self.done
+        if running:
+            self.sync()
+        t = time.time()
+        yield
+        if running:
+            self.paused += time.time() - t
+
+    def update(self, step, seen, compiled, final=False):
+        if self.done:
+            return
+        if self.t0 is None:
+            if not final:
+                self.sync()
+                self.t0, self.images0, self.step0 = time.time(), seen, step
+            return
+        if not final and time.time() - self.t0 - self.paused < self.seconds:
+            return
+        self.sync()
+        took = time.time() - self.t0 - self.paused
+        rate = (seen - self.images0) / took if took > 0 else 0.0
+        whole = took >= self.seconds
+        note = "" if whole else f" (training ended first: {took:.1f} of {self.seconds:g} s)"
+        print(f"rate: {rate:.1f} images/s over {took:.1f} s, steps {self.step0}-{step}, batch "
+              f"{self.batch}, {'compiled' if compiled else 'eager'}{note}", flush=True)
+        if self.path:
+            rec = {"images_per_second": rate, "seconds": took, "complete": whole,
+                   "steps": [self.step0, step], "batch": self.batch, "compiled": compiled,
+                   "device": (torch.cuda.get_device_name() if self.device.type == "cuda"
+                              else "cpu"), "torch": torch.__version__}
+            tmp = self.path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(rec, f)
+                f.write("\n")
+            os.replace(tmp, self.path)
+        self.done = True
+
+
+def learning_rate(args, step, ease=None, elapsed=0.0):
+    """Linear warm-up, constant, then an optional cosine decay: a function of the step, so a
+    resumed run continues the same schedule. ease = (first_step, last_lr): a resumed run whose
+    rate differs from the one its checkpoint last used moves there linearly over --warmup steps
+    (a sudden 3x, 1e-4 to 3e-4 at step 2443, sent the train loss from 1.49 to 1.86 here)."""
+    lr = args.lr * min(1.0, (step + 1) / args.warmup)
+    if args.decay_steps > 0 and step >= args.decay_start:
+        f = min(1.0, (step - args.decay_start) / args.decay_steps)
+        lr = args.lr_final + (lr - args.lr_final) * 0.5 * (1.0 + math.cos(math.pi * f))
+    if args.time_decay > 0 and args.minutes and elapsed > 1.0 - args.time_decay:
+        # a time-boxed run (a GPU lease) cannot know its step count ahead: decay over its clock
+        f = min(1.0, (elapsed - (1.0 - args.time_decay)) / args.time_decay)
+        lr = args.lr_final + (lr - args.lr_final) * 0.5 * (1.0 + math.cos(math.pi * f))
+    if ease:
+        first, last = ease
+        lr = last + (lr - last) * min(1.0, (step - first + 1) / args.warmup)
+    return lr
+
+
+def main(args):
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -189,6 +372,10 @@ def main():
         args.warmup = max(1, round(args.warmup * args.ref_batch / args.batch))
         print(f"batch {args.batch} against {args.ref_batch}: lr {args.lr:.3g}, warm-up "
               f"{args.warmup} steps", flush=True)
+    if not state:  # a new run, or one from an exported folder (--init-from): no moments to resume
+        print(f"fresh optimizer (AdamW, no moments): the rate warms up linearly from 0 to "
+              f"{args.lr:.3g} over {args.warmup} steps ({args.warmup * args.batch} images)",
+              flush=True)
 
     # the training images on the device once, as bytes (55,000 MNIST digits: 43 MB)
     train = load_images(args.train, cfg).to(torch.uint8).to(device)
@@ -265,13 +452,15 @@ def main():
 
     os.makedirs(os.path.dirname(os.path.abspath(args.ckpt)), exist_ok=True)
     use_bf16 = not args.fp32
-    forward = model
-    if args.compile:
-        if hasattr(torch, "compile"):
-            forward = torch.compile(model)
-        else:
-            print(f"--compile: torch {torch.__version__} has no torch.compile: running without",
-                  flush=True)
+    guard = CompileGuard(compiled(model) if args.compile else model, model, args.compile_timeout)
+    measured = RateWindow(args.rate_seconds, args.rate_file, device, args.batch)
+
+    def forward_backward(forward, batch):  # all of a step that the guard may do twice
+        opt.zero_grad(set_to_none=True)
+        with autocast(device, use_bf16):
+            loss = tm.bits_per_dim(forward, batch).mean()
+        loss.backward()
+        return loss
     gen = torch.Generator().manual_seed(args.seed + step)
     if state and "data_rng" in state and len(state["order"]) == len(train):
         gen.set_state(state["data_rng"])
@@ -279,6 +468,11 @@ def main():
     else:  # a new run, an older checkpoint or other training data: a fresh epoch
         order, pos = torch.randperm(len(train), generator=gen).to(device), 0  # an epoch's order
     started = last_save = t0 = time.time()
+    if args.end_at:  # the lease's deadline: the decay over --minutes ends at it
+        args.minutes = max((args.end_at - started) / 60, 1e-3)
+        print(f"training for {args.minutes:.2f} minutes, to {time.ctime(args.end_at)}"
+              + (f", the rate decaying over the last {args.minutes * args.time_decay:.2f}"
+                 if args.time_decay > 0 else ""), flush=True)
     window, window_steps = torch.zeros((), device=device), 0  # summed on the device: no sync a step
     while not stop["now"] and (not args.max_steps or step < args.max_steps):
         if args.minutes and time.time() - started > args.minutes * 60:
@@ -291,10 +485,7 @@ def main():
         elapsed = (time.time() - started) / (args.minutes * 60) if args.minutes else 0.0
         for group in opt.param_groups:
             group["lr"] = learning_rate(args, step, ease, elapsed) * group["lr_mult"]
-        with autocast(device, use_bf16):
-            loss = tm.bits_per_dim(forward, batch).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss = guard.run(lambda forward: forward_backward(forward, batch), step)
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         opt.step()
         if ema is not None:
@@ -304,6 +495,8 @@ def main():
                 torch._foreach_add_(es, ps, alpha=1.0 - args.ema)
         step += 1
         seen += len(batch)
+        if not guard.watching():
+            measured.update(step, seen, guard.forward is not model)
         window += loss.detach()
         window_steps += 1
         if step % 20 == 0:  # the one host sync of 20 steps
@@ -312,21 +505,25 @@ def main():
             print(f"step {step} images {seen} train bits/dim {mean:.4f} "
                   f"({rate:.1f} images/s, lr {opt.param_groups[0]['lr']:.3g})", flush=True)
             t0, window, window_steps = time.time(), torch.zeros((), device=device), 0
-        if step % args.eval_every == 0:
-            bpd = evaluate(model, heldout, device, args.batch, use_bf16)
-            entry = {"step": step, "images_seen": seen, "heldout_bpd": bpd}
-            line = f"step {step} heldout bits/dim {bpd:.4f}"
-            if ema is not None:
-                entry["heldout_bpd_ema"] = evaluate(ema, heldout, device, args.batch, use_bf16)
-                line += f", averaged weights {entry['heldout_bpd_ema']:.4f}"
-            history.append(entry)
-            print(f"{line} ({len(heldout)} images)", flush=True)
-        if time.time() - last_save > args.ckpt_minutes * 60:
-            save()
-            last_save = time.time()
+        eval_due = step % args.eval_every == 0
+        save_due = time.time() - last_save > args.ckpt_minutes * 60
+        with measured.pause(eval_due or save_due):  # evals and checkpoints are not training
+            if eval_due:
+                bpd = evaluate(model, heldout, device, args.batch, use_bf16)
+                entry = {"step": step, "images_seen": seen, "heldout_bpd": bpd}
+                line = f"step {step} heldout bits/dim {bpd:.4f}"
+                if ema is not None:
+                    entry["heldout_bpd_ema"] = evaluate(ema, heldout, device, args.batch, use_bf16)
+                    line += f", averaged weights {entry['heldout_bpd_ema']:.4f}"
+                history.append(entry)
+                print(f"{line} ({len(heldout)} images)", flush=True)
+            if save_due:
+                save()
+                last_save = time.time()
+    measured.update(step, seen, guard.forward is not model, final=True)
     save()
     print(f"saved {args.ckpt} at step {step}, {seen} images seen", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

@@ -27,6 +27,17 @@ struct BenchOptions {
   Progress progress; // (positions timed x batch, of all to time); may throw to stop
 };
 
+// What one kernel or GEMM moved in device memory, per image and step, as the emulated device
+// counts it (docs/CUDA.md, "What a step moves"): the distinct bytes a kernel's threads loaded and
+// stored in a launch, a GEMM's operands by shape and type. A GPU and the CPU have none.
+struct KernelBytes {
+  std::string name; // a kernel with its template arguments, or "gemm IN->OUT TYPE[, epilogue]"
+  bool gemm = false;
+  double launches_per_step = 0;
+  double read = 0, written = 0;  // bytes per image-step
+  double state = 0, weights = 0; // of those (read and written), in the state S and z, the weights
+};
+
 struct BenchResult {
   // what ran
   std::string model, attention, attention_form, cpu, gpu;
@@ -35,6 +46,8 @@ struct BenchResult {
   StateFormat state = StateFormat::Fp32;
   int64_t batch = 0;
   int threads = 0;
+  std::string
+      threads_from; // RunOptions::threads_from, or "--batch" where fewer images than threads
   double load_average = -1; // the 1-minute load average at the start (other work skews figures)
   // time
   int positions = 0, steps_measured = 0;
@@ -58,6 +71,8 @@ struct BenchResult {
   double state_traffic = 0, peak_bandwidth = 0, state_bound_images_per_second = 0;
   int64_t device_bytes = 0;
   int kernels_per_step = 0; // the kernels of a step's CUDA graph: a profiler's window
+  std::string device_name;  // the device in words (the engine's)
+  std::vector<KernelBytes> emulated_bytes; // the emulated device's counts; empty elsewhere
 };
 
 // What can be checked without a model (run_bench calls it first; the command, before it finds the

@@ -28,9 +28,28 @@ ImageSet read_images(const std::string &path, const Config &c);
 // The same without a model: the images as the file stores them (a PNG's channels, alpha included).
 ImageSet read_images(const std::string &path);
 
-// The one way tarnn writes a file: to a new temporary beside `path`, every write checked, synced,
-// then renamed over `path`. On any failure `path` is as it was, the temporary is gone, and the
-// Error names `path` and the reason.
+// Where an output named `path` is written. A symbolic link is followed (a chain of them, a
+// relative one from its own folder) to the file it names, which is written and replaced there: the
+// link stays a link. A `path` that exists and is not a regular file or a folder (a device such as
+// /dev/null, a FIFO, a terminal), or that leads through /proc (/dev/stdout: an open descriptor),
+// is a stream: written into as it is, in order, never replaced (no temporary, no rename, nothing
+// to resume).
+struct OutputTarget {
+  std::string path;    // the file the links lead to (`path` itself when it is no link)
+  bool stream = false; // written into, not replaced
+};
+OutputTarget output_target(const std::string &path);
+
+// `path` with `suffix` added to its name (and a leading dot when `hidden`): an output's companion
+// (its temporary, an .npy's partial output and record). Where that name would be longer than a
+// name may be (NAME_MAX), the name's first bytes and a hash of all of it, so that any name an
+// output may have has companions, and two long names different ones.
+std::string companion_path(const std::string &path, const std::string &suffix, bool hidden = false);
+
+// The one way tarnn writes a file: to a new temporary beside the file `path` names
+// (output_target: links followed), every write checked, synced, then renamed over it. On any
+// failure the file is as it was, the temporary is gone, and the Error names `path` and the
+// reason. A stream (a device, a FIFO, a terminal, /dev/stdout) is written into instead.
 void write_file_atomic(const std::string &path, const void *data, size_t size);
 void write_file_atomic(const std::string &path, const std::string &text);
 
@@ -41,16 +60,19 @@ void write_file_atomic(const std::string &path, const std::string &text);
 void check_free_space(const std::string &path, uint64_t bytes, uint64_t files = 0);
 
 // A NumPy .npy of uint8 images (n, h, w, c), filled in order, chunk by chunk, without holding them:
-// the data goes to PATH.partial, which becomes PATH (synced, renamed) only when all n are in. An
-// interrupted run leaves PATH.partial with its first images complete; opened again with
-// resume_from = k (the images known to be in it), it continues after the k-th. It holds the
-// output's lock (a second writer of PATH is refused) and checks the disk has room for the whole
-// array before the first image; a writer refused leaves no PATH.partial it made.
+// the data goes to a partial file beside the file PATH names (partial(): PATH.partial, links
+// followed), which becomes that file (synced, renamed) only when all n are in. An interrupted run
+// leaves the partial with its first images complete; opened again with resume_from = k (the
+// images known to be in it), it continues after the k-th. It holds the output's lock (a second
+// writer of PATH is refused) and checks the disk has room for the whole array before the first
+// image; a writer refused, or closed before its first image, leaves no partial it made. A PATH
+// that is a stream (output_target: a FIFO, a device, /dev/stdout) is written straight into, in
+// order: nothing to lock, resume or read back.
 class NpyWriter {
 public:
   NpyWriter(const std::string &path, int64_t n, int height, int width, int channels,
             int64_t resume_from = -1);
-  ~NpyWriter(); // closes; PATH.partial stays unless finished
+  ~NpyWriter(); // closes; the partial stays unless finished (or it holds no image of this writer)
   NpyWriter(const NpyWriter &) = delete;
   NpyWriter &operator=(const NpyWriter &) = delete;
 
@@ -59,19 +81,26 @@ public:
   int64_t done() const { return done_; }
   // The bytes of images [first, first + count) (first + count <= done()).
   std::vector<uint8_t> read(int64_t first, int64_t count) const;
-  // All n in: PATH.partial becomes PATH.
+  // All n in: the partial becomes the file PATH names.
   void finish();
   const std::string &path() const { return path_; }
-  std::string partial() const { return path_ + ".partial"; }
+  std::string partial() const; // the file being filled (PATH itself for a stream)
 
 private:
   // After the lock: the free space, then a new array's header, or a resumed one's checks.
   void start(const std::string &head, int64_t resume_from, int64_t size);
   std::string path_;
+  OutputTarget target_;
   int64_t n_, per_image_, done_ = 0;
   size_t header_ = 0;
   int fd_ = -1;
+  bool made_ = false; // the partial holds only this writer's images (not resumed)
 };
+
+// Whether PATH (its links followed) is a finished NpyWriter's array of n images of this size: a
+// regular file with its header, and its size to the byte (an interrupted run's is its partial;
+// `--resume` of a finished run finds it whole). A stream never is.
+bool npy_is_whole(const std::string &path, int64_t n, int height, int width, int channels);
 
 // For programs (the tarnn command calls it first): on SIGINT, SIGTERM or SIGHUP, delete the
 // temporaries of writes in progress, then die of the signal as before. Without it an interrupted

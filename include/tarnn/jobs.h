@@ -21,9 +21,11 @@ constexpr int kDefaultSamples = 4;
 
 // Images first .. first + n - 1 of a run with `seed` (docs/SPEC.md section 3): image i is the same
 // whatever the batch, the threads or the device's batch split.
-// batch: images in memory at once for this job (0: the Engine's).
+// batch: images in memory at once for this job (0: the Engine's); temperature: the sampler's
+// (docs/SPEC.md section 2; 1: the model's distribution, the bytes of a run without one).
 ImageSet sample_images(Engine &engine, int64_t n, uint64_t seed, int64_t first = 0,
-                       const Progress &progress = nullptr, int64_t batch = 0);
+                       const Progress &progress = nullptr, int64_t batch = 0,
+                       float temperature = 1.0f);
 
 // Teacher-forced bits/dim of each image: -sum_t log p(p_{t+1}) / (L ln 2) (docs/SPEC.md section 2).
 std::vector<double> score_images(Engine &engine, const ImageSet &images,
@@ -47,6 +49,10 @@ struct MaskSpec {
 // nothing is left to generate (every byte from p_1 on known).
 std::vector<uint8_t> make_mask(const MaskSpec &spec, const Config &c);
 
+// Error "the mask keeps every pixel: nothing to complete" when the mask of one image ([T] bytes,
+// nonzero = known) keeps every byte from p_1 on: the one rule of the command, Python and serve.
+void check_leaves_work(const uint8_t *known, size_t T);
+
 // "392 of 784 bytes known".
 std::string describe_mask(const std::vector<uint8_t> &known);
 
@@ -67,9 +73,10 @@ inline int64_t completion_rng_index(int64_t file_index, int samples, int k) {
 // i * samples + k. Known bytes are fed when their turn comes (teacher forcing, also after unknown
 // ones, so any mask works); unknown ones are sampled. `known` is one mask for every image ([T]) or
 // one per image of `images` ([images.count * T]).
+// The unknown bytes are drawn at `temperature` (as sample_images'); the known ones are fed.
 ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vector<int64_t> &index,
                          const std::vector<uint8_t> &known, int samples, uint64_t seed,
-                         const Progress &progress = nullptr);
+                         const Progress &progress = nullptr, float temperature = 1.0f);
 
 // Figure 3 as one image: a row per chosen image holding the occluded image, its `samples`
 // completions and, after a light band (3 x pad wide), the original, `pad` pixels of `pad_value`

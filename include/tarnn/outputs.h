@@ -13,11 +13,28 @@
 
 namespace tarnn {
 
-// Before any work: `path` can be written (its folder exists and is a writable folder, and it is
-// not itself a folder). Throws Error naming it.
+// Before any work: `path` can be written (its folder exists and is a writable folder, it takes
+// such a name, and it is not itself a folder; or it is a stream: io.h, output_target). Throws
+// Error naming it.
 void check_output_file(const std::string &path);
-// Before any work: `dir` is a folder or can be made one (it is made here).
-void make_output_folder(const std::string &dir);
+// Before any work: `dir` is a writable folder or can be made one (it is made here: true when it
+// was not there).
+bool make_output_folder(const std::string &dir);
+
+// An output folder for one run, made (make_output_folder) when the run starts; one that this run
+// made and that is still empty when it ends (it failed or was stopped before its first image) is
+// removed again, so a run that finished nothing leaves nothing. A folder that was there stays.
+class OutputFolder {
+public:
+  explicit OutputFolder(const std::string &dir);
+  ~OutputFolder();
+  OutputFolder(const OutputFolder &) = delete;
+  OutputFolder &operator=(const OutputFolder &) = delete;
+
+private:
+  std::string dir_;
+  bool made_;
+};
 
 // The file names of per-image outputs: image 42 of a run "00000042.png"; completion 3 of file
 // image 42 "00000042-03.png".
@@ -77,6 +94,10 @@ std::unique_ptr<ImageSink> grid_sink(const std::string &path, int64_t n, int hei
 // Before the first image: room for `images` more PNGs in `dir` (check_free_space: as many files,
 // and bytes for the smallest PNG each, since their compressed size is not known before).
 void check_folder_space(const std::string &dir, int64_t images);
+// Whether `dir` holds the PNG of every one of a run's n images, named name(i) (a finished run's
+// folder: `--resume` finds nothing left to do).
+bool png_folder_is_whole(const std::string &dir, int64_t n,
+                         const std::function<std::string(int64_t)> &name);
 // One PNG per image in `dir` (made at once), named name(i) for the i-th image of the run;
 // resume_from > 0: the first that many are in the folder already, and the next added is that one.
 // It locks the folder while it lives: a second run writing into it is refused (Error).
@@ -95,6 +116,12 @@ std::unique_ptr<ImageSink> npy_sink(const std::string &path, int64_t n, int heig
 class ResumeRecord : public ImageSink {
 public:
   ResumeRecord(std::string path, std::string run);
+  // Whether an earlier run left it: an interrupted one (a finished run removes it), whose images
+  // a new run would write over. Its count, without load()'s checks: -1 where it cannot be read.
+  bool exists() const;
+  int64_t count_on_disk() const;
+  // Removes it (the run starts over: --overwrite). Call it while the outputs' locks are held.
+  void discard() const;
   // The images an earlier run of the same job wrote (0 if it left no record); Error if the record
   // is another run's, not a record, or a field of it is not what a run writes (checked before
   // anything on the disk is touched). Counting goes on from there.

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model.h"
 #include "numerics.h"
@@ -21,11 +22,15 @@ struct RunOptions {
   Device device = Device::Cpu;
   int64_t batch = 0; // images whose state is in memory at once; 0: the device's default
                      // (256 on the CPU, as many as fit on the GPU)
-  int threads = 0;   // CPU threads, each stepping its share of the images; 0: every core
+  int threads = 0;   // CPU threads, each stepping its share of the images; 0: every core this
+                     // process may use (its CPU affinity and cgroup quota)
   Precision precision = Precision::Fp32; // the GEMMs' arithmetic (numerics.h)
   StateFormat state = StateFormat::Fp32; // how S and z are stored between positions
   bool prefill = true; // known leading bytes in the parallel form (false: step by step; the
                        // same bits, slower: `--no-prefill`, for comparisons)
+  // Set by resolve_run_options: where `threads` came from: "--threads" (given), or for 0 what
+  // bounded every core: "affinity", "cgroup quota" ("hardware" where no affinity could be read).
+  std::string threads_from;
 };
 
 constexpr int64_t kDefaultCpuBatch = 256;
@@ -36,6 +41,11 @@ constexpr int kMaxThreads = 1024;
 // format the device runs. Throws Error; resolve_run_options calls it first, and the command calls
 // it before loading a model (a bad flag is found at once).
 void check_run_options(const RunOptions &o);
+
+// The sampler's temperature (docs/SPEC.md section 2) from a number as given: the float nearest to
+// `t`, which must be finite and above 0, and stay so as a float (1e-50 becomes 0 and 1e39
+// infinity: both refused). Throws Error "--temperature must be a finite number above 0 ...".
+float sampling_temperature(double t);
 
 // The options with their defaults filled in (batch 0 stays 0 on cuda: it depends on free GPU
 // memory, known when the job runs). Throws Error for an unknown device, a batch or thread count
@@ -73,6 +83,11 @@ struct Rollout {
   // [count] each). Null: image r is image first_index + r of the run with `seed`.
   const uint64_t *seeds = nullptr;
   const uint64_t *images = nullptr;
+  // The sampler's temperature (docs/SPEC.md section 2): a finite float above 0; 1 is the model's
+  // own distribution. It changes the drawn bytes only: known bytes' log-probabilities are the
+  // model's. `temperatures`, with seeds and images, gives each image its own ([count]).
+  float temperature = 1.0f;
+  const float *temperatures = nullptr;
   // Streaming: when set, called after every few positions, once columns [0, t] of images
   // [image, image + n) of `out` hold their final bytes; on a worker thread, maybe several at
   // once. It may throw to stop the run (as a Progress may).
@@ -89,6 +104,7 @@ struct RunInfo {
   double seconds_steps = 0;  // the rollout itself
   double peak_bandwidth = 0; // cuda: bytes/s of device memory, 0 if unknown
   int kernels_per_step = 0;  // cuda: the kernels a step's graph launches (a profiler's window)
+  float largest_state = 0;   // cpu, --state fp16: the largest |S| an image's state ended with
 };
 
 class Backend; // src/model/backend.h: what each device implements
@@ -124,13 +140,21 @@ public:
   // The device's backend, for the library's own tools (the benchmark's timed steps).
   Backend &backend() { return *backend_; }
 
+  // What the runs so far saw that their results do not show, each said once, in the order seen:
+  // an fp16 state beyond the magnitudes it was measured for (docs/STATE.md). The command prints
+  // them on stderr and in its JSON, Python as warnings.
+  std::vector<std::string> warnings() const;
+
 private:
   friend Engine engine_with(Model model, const RunOptions &options, const Knobs &knobs);
   Engine(Model model, const RunOptions &options, const Knobs &knobs);
+  void note_state_range(const RunInfo &info); // warnings(): an fp16 state beyond its measures
 
   std::unique_ptr<const Model> model_; // a fixed address: the backend points into its weights
   RunOptions options_;
   std::unique_ptr<Backend> backend_;
+  struct Notes; // warnings(), under their own lock (jobs may run at once)
+  std::unique_ptr<Notes> notes_;
 };
 
 } // namespace tarnn

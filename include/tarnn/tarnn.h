@@ -14,5 +14,6 @@
 #include "model.h"
 #include "numerics.h"
 #include "outputs.h"
+#include "progress.h"
 #include "run.h"
 #include "version.h"

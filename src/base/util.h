@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -13,10 +14,26 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// "1 image", "2 images": a count and its noun, singular for one.
+inline std::string count_of(long long n, const char *one, const char *many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
 // The folder part of a path: "a/b" -> "a", "b" -> ".", "/b" -> "/".
 inline std::string folder_of(const std::string &path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// "313.6 kB", "7.84 GB": a size for a message.
+inline std::string size_text(double bytes) {
+  const char *units[] = {"bytes", "kB", "MB", "GB", "TB", "PB", "EB"};
+  int u = 0;
+  for (; bytes >= 1000 && u < 6; ++u)
+    bytes /= 1000;
+  char text[32];
+  std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.3g %s", bytes, units[u]);
+  return text;
 }
 
 // Optimal string alignment distance, for "did you mean": insertions, deletions, substitutions and

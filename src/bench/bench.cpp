@@ -137,6 +137,7 @@ BenchResult measure(const BenchOptions &o) {
   r.cpu = cpu_model_name();
   r.batch = B;
   r.threads = t.threads;
+  r.threads_from = t.threads < run.threads ? "--batch" : run.threads_from;
   r.positions = L;
   r.steps_measured = int(job.positions.size());
   r.extrapolated = r.steps_measured < L;
@@ -175,7 +176,9 @@ BenchResult measure(const BenchOptions &o) {
         t.info.peak_bandwidth > 0 ? t.info.peak_bandwidth / (2 * state * L) : 0;
     r.device_bytes = t.info.memory_bytes;
     r.kernels_per_step = t.info.kernels_per_step;
+    r.emulated_bytes = t.emulated_bytes;
   }
+  r.device_name = engine.device();
   return r;
 }
 

@@ -75,8 +75,10 @@ BenchResult measure_complete(const BenchOptions &o) { // checked by run_bench
   r.precision = with.options().precision;
   r.state = with.options().state;
   r.cpu = with.device();
+  r.device_name = with.device();
   r.batch = with.options().batch;
   r.threads = with.options().threads;
+  r.threads_from = with.options().threads_from;
   r.positions = c.positions();
   r.images = o.images;
   r.samples = o.samples;

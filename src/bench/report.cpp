@@ -4,6 +4,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "../base/util.h"
 #include "tarnn/bench.h"
 #include "tarnn/version.h"
 
@@ -28,10 +29,12 @@ std::string line(const char *f, ...) {
 }
 
 std::string cpu_text(const BenchResult &r) {
-  std::string s = line("%s, %s, batch %lld, %d threads, %s, %s GEMMs, %s state (load average "
-                       "%.2f at the start)\n",
-                       r.model.c_str(), r.attention_form.c_str(), static_cast<long long>(r.batch),
-                       r.threads, r.cpu.c_str(), name(r.precision), name(r.state), r.load_average);
+  const std::string threads = count_of(r.threads, "thread", "threads");
+  std::string s =
+      line("%s, %s, batch %lld, %s, %s, %s GEMMs, %s state (load average "
+           "%.2f at the start)\n",
+           r.model.c_str(), r.attention_form.c_str(), static_cast<long long>(r.batch),
+           threads.c_str(), r.cpu.c_str(), name(r.precision), name(r.state), r.load_average);
   s += "  images/s          " + fmt("%.4g", r.images_per_second) +
        (r.extrapolated ? "  [" + r.extrapolation + "]" : "  [all positions measured]") + "\n";
   s += line("  full length       %.4g s for %lld images (mean %.4g ms per step)\n",
@@ -47,10 +50,38 @@ std::string cpu_text(const BenchResult &r) {
   s += line("  memory per image  %lld bytes (%s; linear state: %lld bytes)\n",
             static_cast<long long>(r.memory_bytes_per_image), r.memory_kind.c_str(),
             static_cast<long long>(r.state_bytes_per_image));
-  s += line("  GFLOP/s           %.1f achieved, %.1f peak (this engine's GEMM, %dx%dx%d, %d "
-            "threads): %.0f%%\n",
-            r.gflops_achieved, r.peak_gflops, r.peak_rows, r.peak_in, r.peak_out, r.threads,
+  s += line("  GFLOP/s           %.1f achieved, %.1f peak (this engine's GEMM, %dx%dx%d, %s): "
+            "%.0f%%\n",
+            r.gflops_achieved, r.peak_gflops, r.peak_rows, r.peak_in, r.peak_out, threads.c_str(),
             100 * r.gflops_achieved / r.peak_gflops);
+  return s;
+}
+
+// The emulated device's bytes per image-step, in all and by kernel and GEMM.
+struct Moved {
+  double all = 0, state = 0, weights = 0;
+};
+Moved moved(const BenchResult &r) {
+  Moved m;
+  for (const KernelBytes &k : r.emulated_bytes) {
+    m.all += k.read + k.written;
+    m.state += k.state;
+    m.weights += k.weights;
+  }
+  return m;
+}
+
+std::string emulated_text(const BenchResult &r) {
+  if (r.emulated_bytes.empty())
+    return "";
+  const Moved m = moved(r);
+  std::string s =
+      line("  emulated device: %.0f bytes per image-step in device memory (state %.0f, "
+           "weights %.0f at batch %lld, other %.0f)\n",
+           m.all, m.state, m.weights, static_cast<long long>(r.batch), m.all - m.state - m.weights);
+  for (const KernelBytes &k : r.emulated_bytes)
+    s += line("    %-44s x%-4g %10.0f read %10.0f written (state %.0f)\n", k.name.c_str(),
+              k.launches_per_step, k.read, k.written, k.state);
   return s;
 }
 
@@ -69,7 +100,7 @@ std::string cuda_text(const BenchResult &r) {
   if (r.extrapolated)
     s += " [extrapolated from " + std::to_string(r.steps_measured) + " of " +
          std::to_string(r.positions) + " positions]";
-  return s + "\n";
+  return s + "\n" + emulated_text(r);
 }
 
 } // namespace
@@ -105,9 +136,11 @@ std::string bench_json(const BenchResult &r) {
             {"git_commit", git_commit()},
             {"time", when},
             {"device", name(r.device)},
+            {"device_name", r.device_name},
             {"precision", name(r.precision)},
             {"state", name(r.state)},
             {"threads", r.threads},
+            {"threads_from", r.threads_from},
             {"model", r.model},
             {"attention", r.attention},
             {"attention_form", r.attention_form},
@@ -144,6 +177,22 @@ std::string bench_json(const BenchResult &r) {
     j["state_bound_images_per_second"] = r.state_bound_images_per_second;
     j["device_bytes"] = r.device_bytes;
     j["kernels_per_step"] = r.kernels_per_step;
+    if (!r.emulated_bytes.empty()) { // bytes per image and step, docs/JSON.md
+      const Moved m = moved(r);
+      json kernels = json::array();
+      for (const KernelBytes &k : r.emulated_bytes)
+        kernels.push_back({{"name", k.name},
+                           {"gemm", k.gemm},
+                           {"launches_per_step", k.launches_per_step},
+                           {"read_bytes_per_image_step", k.read},
+                           {"written_bytes_per_image_step", k.written},
+                           {"state_bytes_per_image_step", k.state},
+                           {"weights_bytes_per_image_step", k.weights}});
+      j["emulated_bytes_per_image_step"] = m.all;
+      j["emulated_state_bytes_per_image_step"] = m.state;
+      j["emulated_weights_bytes_per_image_step"] = m.weights;
+      j["emulated_kernels"] = kernels;
+    }
   } else {
     json st = json::array();
     for (const auto &[t, s] : r.step_times)

@@ -22,9 +22,11 @@ int run_bench_command(BenchArgs a) {
   if (!a.bench.model.empty())
     a.bench.model = find_model(a.bench.model);
   // every measured position counts as a batch of "images" done
-  a.bench.progress = progress_bar(1, a.report.quiet, "image-steps");
+  const ProgressBar bar = progress_bar(1, a.report.quiet, "image-steps");
+  a.bench.progress = bar.progress;
   try {
     const BenchResult r = run_bench(a.bench);
+    bar.finish();
     a.report.emit(bench_text(r), nlohmann::json::parse(bench_json(r)));
   } catch (const Interrupted &i) {
     std::fprintf(stderr, "tarnn: interrupted (signal %d)\n", i.signal);

@@ -1,5 +1,5 @@
 // tarnn info: a model's config, parameter count and state bytes per image (a softmax model's
-// KV cache, at the last position).
+// KV cache, at the last position); with --device, the device a run there would use.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -11,11 +11,14 @@ namespace tarnn::cli {
 namespace {
 
 struct InfoArgs {
-  std::string model;
+  std::string model, device; // device: none, or the one to name
   Report report;
 };
 
 int run_info(const InfoArgs &a) {
+  RunOptions run; // --device checked before the model is read
+  if (!a.device.empty())
+    run.device = as_usage([&] { return parse_device(a.device); });
   const std::string path = find_model(a.model);
   const Model m = load_model(path);
   const Config &cfg = m.config;
@@ -62,7 +65,13 @@ int run_info(const InfoArgs &a) {
             {"state_bytes_per_image", per_image},
             {"memory_grows_with_position", keeps_kv_cache(cfg)},
             {"positions", cfg.positions()}});
-  a.report.emit(std::string(text) + "config.json     " + cfg.to_json() + "\n", j);
+  std::string device;
+  if (!a.device.empty()) { // the model made ready there, as a run would: the device's own name
+    const Engine engine(m, run);
+    j.update(numerics_json(engine));
+    device = "device          " + engine.device() + "\n";
+  }
+  a.report.emit(std::string(text) + device + "config.json     " + cfg.to_json() + "\n", j);
   return 0;
 }
 
@@ -72,6 +81,8 @@ Command add_info(CLI::App &app) {
   auto a = std::make_shared<InfoArgs>();
   CLI::App *cmd = app.add_subcommand("info", "config, parameter count and state bytes per image");
   add_model_option(cmd, a->model, kDefaultModel);
+  cmd->add_option("--device", a->device,
+                  "also the device a run would use there (cpu or cuda), by its name");
   add_report_options(cmd, a->report);
   return {cmd, [a] { return run_info(*a); }};
 }

@@ -43,8 +43,11 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "tarnn: interrupted (signal %d)\n", i.signal);
     return 128 + i.signal;
   } catch (const std::bad_alloc &) {
-    std::fprintf(stderr, "tarnn: error: out of memory (try a smaller --batch, fewer images or "
-                         "fewer --threads)\n");
+    // advice that fits the command: info holds the model's weights and nothing else
+    const bool info = app.got_subcommand("info");
+    std::fprintf(stderr, "tarnn: error: out of memory (%s)\n",
+                 info ? "the model's weights do not fit in the memory this process may use"
+                      : "try a smaller --batch, fewer images or fewer --threads");
     return 1;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "tarnn: error: %s\n", e.what());

@@ -15,6 +15,8 @@
 #include <system_error>
 #include <unistd.h>
 
+#include "../jobs/test_interrupt.h"
+
 namespace tarnn::cli {
 
 void add_model_option(CLI::App *cmd, std::string &model, const std::string &default_model) {
@@ -37,6 +39,7 @@ void Report::emit(const std::string &human, const nlohmann::json &j) const {
     std::printf("%s\n", j.dump(2).c_str());
   else
     std::fputs(human.c_str(), stdout);
+  std::fflush(stdout); // before a --json-file that is stdout (/dev/stdout: written into)
   if (!json_file.empty())
     write_file_atomic(json_file, j.dump(2) + "\n");
 }
@@ -54,15 +57,15 @@ nlohmann::json json_header(const std::string &command) {
 
 nlohmann::json numerics_json(const Engine &engine) {
   const RunOptions &o = engine.options();
-  return {{"device", name(o.device)},
-          {"device_name", engine.device()},
-          {"precision", name(o.precision)},
-          {"state", name(o.state)},
-          {"threads", o.threads}};
+  return {{"device", name(o.device)},       {"device_name", engine.device()},
+          {"precision", name(o.precision)}, {"state", name(o.state)},
+          {"threads", o.threads},           {"threads_from", o.threads_from},
+          {"warnings", engine.warnings()}};
 }
 
-std::string count_of(int64_t n, const char *one, const char *many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
+void print_warnings(const Engine &engine) {
+  for (const std::string &w : engine.warnings())
+    std::fprintf(stderr, "tarnn: warning: %s\n", w.c_str());
 }
 
 namespace {
@@ -90,6 +93,15 @@ void catch_interrupts() {
 }
 
 int interrupted() { return caught; }
+
+void interrupt_for_test(int64_t done) {
+  if (const int sig = test_interrupt_due(done)) {
+    ::raise(sig); // through the handler catch_interrupts installed
+    if (!caught)  // a process started with the signal ignored (a background job): caught all the
+                  // same
+      caught = sig;
+  }
+}
 
 RunOptions RunArgs::options() const {
   return as_usage([&] {
@@ -124,6 +136,59 @@ void add_run_options(CLI::App *cmd, RunArgs &a) {
       "--no-prefill", [&run] { run.prefill = false; },
       "feed the known leading bytes step by step instead of all at once (the same bits, slower: "
       "for comparisons)");
+}
+
+void add_resume_options(CLI::App *cmd, ResumeArgs &r, const std::string &streamed) {
+  cmd->add_flag("--resume", r.resume,
+                "go on with an interrupted run of the same command (its " + streamed +
+                    "); on a finished one, do nothing");
+  cmd->add_flag("--overwrite", r.overwrite,
+                "start over where an interrupted run left its " + streamed +
+                    ", discarding its images and record");
+}
+
+void ResumeArgs::check(bool streams, const std::string &streamed) const {
+  if (resume && overwrite)
+    throw UsageError("--resume goes on with an interrupted run, --overwrite starts over: give one");
+  if ((resume || overwrite) && !streams)
+    throw UsageError(std::string(resume ? "--resume" : "--overwrite") + " is for " + streamed +
+                     " outputs; a grid alone is not resumable");
+}
+
+void ResumeArgs::refuse_unasked_restart(const ResumeRecord &record, const std::string &outputs,
+                                        int64_t total, const char *unit) const {
+  if (resume || overwrite || !record.exists())
+    return;
+  const int64_t count = record.count_on_disk();
+  throw Error(outputs + ": an interrupted run " +
+              (count >= 0 ? "wrote " + std::to_string(count) + " of " + std::to_string(total) +
+                                " " + unit + " there"
+                          : "left its " + std::string(unit) + " there") +
+              " (its record: " + record.where() +
+              "): --resume goes on from there, --overwrite starts over and discards them");
+}
+
+void add_temperature_option(CLI::App *cmd, double &t) {
+  auto parse = [&t](const std::string &s) {
+    char *end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    const bool decimal = !s.empty() && s.find_first_not_of("0123456789.eE+-") == std::string::npos;
+    try {
+      if (!decimal || end != s.c_str() + s.size())
+        throw Error("--temperature must be a finite number above 0 (got '" + s.substr(0, 40) +
+                    "')");
+      sampling_temperature(v);
+    } catch (const Error &e) {
+      throw CLI::ValidationError(e.what());
+    }
+    t = v;
+  };
+  cmd->add_option_function<std::string>(
+         "--temperature", parse,
+         "the sampler's temperature: the mixture's logits divided by T, its scales multiplied "
+         "(docs/SPEC.md section 2); 1 is the model's own distribution, below 1 sharper")
+      ->default_str("1")
+      ->type_name("FLOAT");
 }
 
 void add_grid_options(CLI::App *cmd, GridLayout &g, bool nrow) {
@@ -172,56 +237,35 @@ template CLI::Option *add_number<int64_t>(CLI::App *, const std::string &, int64
 template CLI::Option *add_number<uint64_t>(CLI::App *, const std::string &, uint64_t &,
                                            const std::string &, uint64_t, uint64_t);
 
-namespace {
-
-// TARNN_PROGRESS_SECONDS, or tqdm's 10 s: how often a progress line goes to a non-terminal.
-double line_interval() {
-  const char *env = std::getenv("TARNN_PROGRESS_SECONDS");
-  if (!env)
-    return 10.0;
-  char *end = nullptr;
-  const double s = std::strtod(env, &end);
-  if (end == env || *end || !(s > 0 && s <= 86400))
-    throw Error(std::string("TARNN_PROGRESS_SECONDS must be a number of seconds in (0, 86400] "
-                            "(got '") +
-                env + "')");
-  return s;
-}
-
-} // namespace
-
-Progress progress_bar(int positions_per_image, bool quiet, const char *unit) {
+ProgressBar progress_bar(int positions_per_image, bool quiet, const char *unit) {
   const bool terminal = isatty(STDERR_FILENO);
-  const double every = quiet || terminal ? 0.0 : line_interval();
   const auto start = std::chrono::steady_clock::now();
-  auto last_line = std::make_shared<double>(0.0); // when the last plain line was written (s)
-  return [=](int64_t done, int64_t total) {
-    if (const int sig = interrupted(); sig && done < total) // a finished job is kept
-      throw Interrupted{sig};
-    if (quiet)
-      return;
-    const double secs = seconds_since(start);
-    if (!terminal && (done < total ? secs - *last_line < every : *last_line == 0))
-      return; // a plain line every `every` seconds, and a last one after any other
-    const double per = std::max(positions_per_image, 1);
-    const double images = std::floor(double(done) / per), all = double(total) / per;
-    const double rate = secs > 0 ? images / secs : 0.0;
-    char eta[32] = "--:--";
-    if (rate > 0 && done < total) {
-      const long left = long((all - images) / rate);
-      std::snprintf(eta, sizeof eta, "%ld:%02ld:%02ld", left / 3600, left / 60 % 60, left % 60);
-    }
-    char line[160];
-    std::snprintf(line, sizeof line, "%.0f/%.0f %s  %.2f %s/s  %s %s", images, all, unit, rate,
-                  unit, done < total ? "ETA" : "in",
-                  done < total ? eta : (std::to_string(long(secs)) + " s").c_str());
-    if (terminal)
-      std::fprintf(stderr, "\r%s   %s", line, done >= total ? "\n" : "");
-    else
-      std::fprintf(stderr, "%s\n", line);
-    *last_line = secs;
+  auto text =
+      std::make_shared<ProgressText>(unit, terminal, quiet || terminal ? 0.0 : progress_interval());
+  auto units = std::make_shared<double>(0.0); // the job's total, as last reported
+  const double per = std::max(positions_per_image, 1);
+  auto write = [](const std::string &s) {
+    std::fputs(s.c_str(), stderr);
     std::fflush(stderr);
   };
+  ProgressBar bar;
+  bar.progress = [=](int64_t done, int64_t total) {
+    if (const int sig = interrupted(); sig && done < total) { // a finished job is kept
+      if (terminal && !quiet)
+        write("\n"); // the message that follows starts on a line of its own
+      throw Interrupted{sig};
+    }
+    *units = double(total) / per;
+    if (!quiet)
+      write(text->update(double(done) / per, *units, seconds_since(start)));
+  };
+  bar.finish = [=] {
+    const double secs = seconds_since(start);
+    if (!quiet)
+      write(text->finish(*units, secs));
+    return secs;
+  };
+  return bar;
 }
 
 void run_in_batches(int64_t total, int64_t batch, int positions_per_image, const Progress &bar,
@@ -235,8 +279,14 @@ void run_in_batches(int64_t total, int64_t batch, int positions_per_image, const
       writing.get();
     return handed;
   };
+  int64_t outputs = 0; // the images of the ImageSets computed (complete: its completions)
   try {
     for (int64_t first = 0; first < total;) {
+      interrupt_for_test(outputs);
+      if (first > 0 && bar) // each batch's end is a report (it throws Interrupted once caught)
+        bar(first * per, total * per);
+      if (const int sig = interrupted())
+        throw Interrupted{sig};
       const int64_t count = std::min(batch, total - first);
       const Progress progress = [&, first](int64_t done, int64_t all) {
         if (!bar)
@@ -247,6 +297,7 @@ void run_in_batches(int64_t total, int64_t batch, int positions_per_image, const
           bar(total * per, total * per);
       };
       auto images = std::make_shared<const ImageSet>(compute(first, count, progress));
+      outputs += images->count;
       written();
       try {
         writing = std::async(std::launch::async, [&write, images] { write(*images); });
@@ -254,8 +305,6 @@ void run_in_batches(int64_t total, int64_t batch, int positions_per_image, const
         write(*images);
       }
       handed = first += count;
-      if (const int sig = interrupted(); sig && first < total)
-        throw Interrupted{sig};
     }
     written();
   } catch (Interrupted &i) {

@@ -4,6 +4,7 @@
 // from there; --shard K/N takes one of N contiguous ranges of images.
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "options.h"
 
@@ -16,9 +17,10 @@ struct SampleArgs {
   RunArgs run;
   int64_t n = 64, first = 0;
   uint64_t seed = kDefaultSeed;
+  double temperature = 1.0; // as given (docs/SPEC.md section 2)
   std::string out, out_dir, npy, shard;
-  bool resume = false;
-  GridLayout grid; // -o: --nrow (--cols), --padding, --pad-value, --scale
+  ResumeArgs restart; // --resume, --overwrite
+  GridLayout grid;    // -o: --nrow (--cols), --padding, --pad-value, --scale
   Report report;
 };
 
@@ -43,18 +45,25 @@ void check_flags(const SampleArgs &a) {
     require_extension("-o", a.out, ".png", "; a grid is a PNG (arrays: --npy FILE.npy)");
   if (!a.npy.empty())
     require_extension("--npy", a.npy, ".npy");
-  if (a.resume && a.out_dir.empty() && a.npy.empty())
-    throw UsageError(
-        "--resume continues an --out-dir or --npy output; a grid alone is not resumable");
+  a.restart.check(!a.out_dir.empty() || !a.npy.empty(), "--out-dir or --npy");
   a.run.options();
+}
+
+// --out-dir's names: image i of the run (from --first) is FIRST+i.png.
+std::function<std::string(int64_t)> png_names(const SampleArgs &a) {
+  return [first = a.first](int64_t i) { return image_png_name(first + i); };
 }
 
 // The outputs asked for, checked before any work (include/tarnn/outputs.h), the resume record
 // last; a resumed run starts at the record's count, and its grid gets the images written before.
+// An interrupted run's record is not written over unasked (--resume, --overwrite); --resume of a
+// finished run (no record, every image there) samples nothing and draws the grid from them.
 struct Outputs {
+  std::optional<OutputFolder> folder; // --out-dir: removed again if the run leaves it empty
   std::vector<std::unique_ptr<ImageSink>> sinks;
   int64_t start = 0;      // images an interrupted run wrote
   bool resumable = false; // a record is kept (--out-dir or --npy)
+  bool finished = false;  // --resume found the outputs complete
 
   Outputs(const SampleArgs &a, const std::string &model, const Engine &engine) {
     const Config &c = engine.config();
@@ -63,7 +72,7 @@ struct Outputs {
     if (!a.out.empty())
       grid = sinks.emplace_back(grid_sink(a.out, a.n, H, W, C, a.grid)).get();
     if (!a.out_dir.empty())
-      make_output_folder(a.out_dir);
+      folder.emplace(a.out_dir);
     if (!a.npy.empty())
       check_output_file(a.npy);
     if (!a.report.json_file.empty())
@@ -74,37 +83,75 @@ struct Outputs {
     for (const auto &s : sinks)
       memory += s->memory_bytes();
     check_memory(memory, "sampling " + count_of(a.n, "image", "images"));
-    if (a.npy.empty() && a.out_dir.empty())
+    // the record of a resumable run: an .npy that is a file (not a stream: output_target, its
+    // record beside the file a link leads to) or an --out-dir; a stream is written into from its
+    // first image, and where it is the only output streamed nothing is resumable
+    const bool npy_file = !a.npy.empty() && !output_target(a.npy).stream;
+    if (!npy_file && a.out_dir.empty()) {
+      if (!a.npy.empty() && a.restart.resume)
+        throw Error(a.npy + ": not a file (a device, a FIFO or a descriptor): a run writing into "
+                            "it cannot be resumed");
+      if (!a.npy.empty())
+        sinks.emplace_back(npy_sink(a.npy, a.n, H, W, C));
       return;
-    auto record = std::make_unique<ResumeRecord>(!a.npy.empty() ? a.npy + ".partial.json"
-                                                                : a.out_dir + "/.tarnn-sample.json",
-                                                 nlohmann::json{{"model", model},
-                                                                {"n", a.n},
-                                                                {"first", a.first},
-                                                                {"seed", a.seed},
-                                                                {"npy", a.npy},
-                                                                {"out_dir", a.out_dir},
-                                                                {"shape", {H, W, C}}}
-                                                     .dump());
-    start = a.resume ? record->load() : 0;
+    }
+    auto record = std::make_unique<ResumeRecord>(
+        npy_file ? companion_path(output_target(a.npy).path, ".partial.json")
+                 : a.out_dir + "/.tarnn-sample.json",
+        run_record(a, model, H, W, C).dump());
+    a.restart.refuse_unasked_restart(*record, streamed_names(a), a.n, "images");
+    if (a.restart.resume && !record->exists() && whole(a, H, W, C)) {
+      finished = true, start = a.n;
+      if (grid) // drawn from the images there
+        grid->add(npy_file
+                      ? read_images(a.npy)
+                      : png_folder_sink(a.out_dir, H, W, C, png_names(a), a.n)->read_back(a.n));
+      return;
+    }
+    start = a.restart.resume ? record->load() : 0;
     if (!a.out_dir.empty())
       check_folder_space(a.out_dir, a.n - start); // (an .npy checks its own: its size is known)
     std::vector<ImageSink *> streamed; // what a resumed run checks, and its grid reads back
     if (!a.out_dir.empty())
       streamed.push_back(
-          sinks
-              .emplace_back(png_folder_sink(
-                  a.out_dir, H, W, C,
-                  [first = a.first](int64_t i) { return image_png_name(first + i); }, start))
-              .get());
-    if (!a.npy.empty())
-      streamed.push_back(sinks.emplace_back(npy_sink(a.npy, a.n, H, W, C, start)).get());
+          sinks.emplace_back(png_folder_sink(a.out_dir, H, W, C, png_names(a), start)).get());
+    if (!a.npy.empty()) {
+      ImageSink *npy = sinks.emplace_back(npy_sink(a.npy, a.n, H, W, C, start)).get();
+      if (npy_file)
+        streamed.push_back(npy);
+    }
+    if (a.restart.overwrite) // the outputs are locked (a running run is not touched): start over
+      record->discard();
     for (const ImageSink *s : streamed)
       record->verify(*s);  // what was written before is still there, and unchanged
     if (grid && start > 0) // a resumed grid: the images written before, read back
       grid->add(streamed.back()->read_back(start));
     sinks.push_back(std::move(record));
     resumable = true;
+  }
+
+  // What a resume must match (a record without "temperature", as any run before it existed
+  // wrote, means 1).
+  static nlohmann::json run_record(const SampleArgs &a, const std::string &model, int H, int W,
+                                   int C) {
+    nlohmann::json run{{"model", model},    {"n", a.n},     {"first", a.first},
+                       {"seed", a.seed},    {"npy", a.npy}, {"out_dir", a.out_dir},
+                       {"shape", {H, W, C}}};
+    if (a.temperature != 1.0)
+      run["temperature"] = a.temperature;
+    return run;
+  }
+
+  // "DIR, FILE.npy": the streamed outputs, for messages.
+  static std::string streamed_names(const SampleArgs &a) {
+    return a.out_dir + (a.out_dir.empty() || a.npy.empty() ? "" : ", ") + a.npy;
+  }
+
+  // Every streamed output asked for is a finished run's: each PNG there, the .npy whole (through
+  // its links; a stream never is: it gets this run's images).
+  static bool whole(const SampleArgs &a, int H, int W, int C) {
+    return (a.npy.empty() || npy_is_whole(a.npy, a.n, H, W, C)) &&
+           (a.out_dir.empty() || png_folder_is_whole(a.out_dir, a.n, png_names(a)));
   }
 
   void add(const ImageSet &images) {
@@ -117,6 +164,29 @@ struct Outputs {
   }
 };
 
+// An interrupted run says how far it got, and its exit status. `done`: the run's images written;
+// none leaves nothing to resume (an --out-dir the run made is removed again: OutputFolder), and a
+// stream (an --npy FIFO) has what it was given but keeps no record.
+int interrupted_exit(const SampleArgs &a, int signal, int64_t done, bool resumable) {
+  const long long written = done, all = a.n;
+  if (resumable && done > 0)
+    std::fprintf(stderr,
+                 "tarnn: interrupted (signal %d): %lld of %lld images written; the same command "
+                 "with --resume goes on from there\n",
+                 signal, written, all);
+  else if (!a.npy.empty() && done > 0) // a stream, alone: nothing resumable
+    std::fprintf(stderr,
+                 "tarnn: interrupted (signal %d): %lld of %lld images written into %s, a stream "
+                 "(not resumable)%s\n",
+                 signal, written, all, a.npy.c_str(),
+                 a.out.empty() ? "" : "; the grid is written only at the end");
+  else
+    std::fprintf(stderr,
+                 "tarnn: interrupted (signal %d) after %lld of %lld images: nothing written%s\n",
+                 signal, written, all, a.out.empty() ? "" : " (a grid is written only at the end)");
+  return 128 + signal;
+}
+
 int run_sample(SampleArgs a) {
   check_flags(a);
   if (!a.shard.empty())
@@ -124,16 +194,17 @@ int run_sample(SampleArgs a) {
   const std::string model = find_model(a.model);
   Engine engine(load_model(model), a.run.options()); // checked by check_flags
   const int positions = engine.config().positions();
-  const Progress bar = progress_bar(positions, a.report.quiet);
+  // the run's clock, and TARNN_PROGRESS_SECONDS checked before any output is touched
+  const ProgressBar bar = progress_bar(positions, a.report.quiet);
   Outputs outputs(a, model, engine);
   const int64_t start = outputs.start, todo = a.n - start;
-  const auto t0 = std::chrono::steady_clock::now();
   int64_t written = 0; // images of this invocation on the disk and in the record
   try {
     run_in_batches(
-        todo, engine.batch_for(a.n), positions, bar,
+        todo, engine.batch_for(a.n), positions, bar.progress,
         [&](int64_t first, int64_t count, const Progress &p) {
-          return sample_images(engine, count, a.seed, a.first + start + first, p);
+          return sample_images(engine, count, a.seed, a.first + start + first, p, 0,
+                               float(a.temperature));
         },
         [&](const ImageSet &images) {
           outputs.add(images);
@@ -146,38 +217,34 @@ int run_sample(SampleArgs a) {
                     " images written before are kept: the same command with --resume goes on",
                 e.kind());
   } catch (const Interrupted &i) {
-    if (outputs.resumable)
-      std::fprintf(stderr,
-                   "tarnn: interrupted (signal %d): %lld of %lld images written; the same command "
-                   "with --resume goes on from there\n",
-                   i.signal, static_cast<long long>(start + i.written),
-                   static_cast<long long>(a.n));
-    else
-      std::fprintf(stderr,
-                   "tarnn: interrupted (signal %d) after %lld of %lld images: nothing written (a "
-                   "grid is written only at the end)\n",
-                   i.signal, static_cast<long long>(start + i.written),
-                   static_cast<long long>(a.n));
-    return 128 + i.signal;
+    return interrupted_exit(a, i.signal, start + i.written, outputs.resumable);
   }
-  const double secs = seconds_since(t0);
   outputs.finish();
+  // --resume of a finished run drew no bar: no last line of one
+  const double secs = outputs.finished ? 0.0 : bar.finish();
+  const double rate = secs > 0 ? double(todo) / secs : 0.0;
   std::string where;
   for (const std::string &o : {a.out, a.out_dir, a.npy})
     if (!o.empty())
       where += (where.empty() ? "" : ", ") + o;
-  char line[512];
-  std::snprintf(line, sizeof line, "%s in %.2f s (%.2f images/s) -> %s\n",
-                count_of(todo, "image", "images").c_str(), secs, double(todo) / secs,
-                where.c_str());
+  char line[1024];
+  if (outputs.finished)
+    std::snprintf(line, sizeof line, "%s: already complete (%s): nothing sampled%s%s\n",
+                  Outputs::streamed_names(a).c_str(), count_of(a.n, "image", "images").c_str(),
+                  a.out.empty() ? "" : "; the grid drawn from them -> ", a.out.c_str());
+  else
+    std::snprintf(line, sizeof line, "%s in %.2f s (%.2f images/s) -> %s\n",
+                  count_of(todo, "image", "images").c_str(), secs, rate, where.c_str());
+  print_warnings(engine);
   nlohmann::json j = json_header("sample");
   j.update({{"model", model},
             {"images", a.n},
             {"first", a.first},
             {"seed", a.seed},
+            {"temperature", a.temperature},
             {"resumed_at", start},
             {"seconds", secs},
-            {"images_per_second", double(todo) / secs},
+            {"images_per_second", rate},
             {"outputs", {{"grid", a.out}, {"out_dir", a.out_dir}, {"npy", a.npy}}}});
   j.update(numerics_json(engine));
   a.report.emit(line, j);
@@ -194,14 +261,14 @@ Command add_sample(CLI::App &app) {
   add_number<int64_t>(cmd, "-n", a->n, "number of images", 1, kMaxSampleImages);
   add_number<uint64_t>(cmd, "--seed", a->seed,
                        "seed: image i is the same for any batch, thread count", 0, UINT64_MAX);
+  add_temperature_option(cmd, a->temperature);
   add_number<int64_t>(cmd, "--first", a->first,
                       "index of the first image (split a large job across processes)", 0,
                       INT64_MAX);
   cmd->add_option("-o,--output", a->out, "a PNG grid of the images (at most 65,536)");
   cmd->add_option("--out-dir", a->out_dir, "one PNG per image here, named by image index");
   cmd->add_option("--npy", a->npy, "a NumPy .npy of uint8 (N, H, W, C), filled as it goes");
-  cmd->add_flag("--resume", a->resume,
-                "go on with an interrupted run of the same command (its --out-dir or --npy)");
+  add_resume_options(cmd, a->restart, "--out-dir or --npy");
   cmd->add_option("--shard", a->shard,
                   "K/N: only the K-th (from 0) of N contiguous ranges of the -n images");
   add_grid_options(cmd, a->grid, true);

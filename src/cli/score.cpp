@@ -79,20 +79,21 @@ int run_score(const ScoreArgs &a) {
   if (!a.report.json_file.empty())
     check_output_file(a.report.json_file);
   std::vector<double> bpd;
-  const auto t0 = std::chrono::steady_clock::now();
+  const ProgressBar bar = progress_bar(c.positions(), a.report.quiet);
   try {
-    bpd = score_images(engine, images, progress_bar(c.positions(), a.report.quiet));
+    bpd = score_images(engine, images, bar.progress);
   } catch (const Interrupted &i) {
     std::fprintf(stderr, "tarnn: interrupted (signal %d)\n", i.signal);
     return 128 + i.signal;
   }
-  const double secs = seconds_since(t0);
+  const double secs = bar.finish();
   double mean = 0;
   for (double b : bpd)
     mean += b / double(bpd.size());
   char line[256];
   std::snprintf(line, sizeof line, "bits/dim %.6f over %s\n", mean,
                 count_of(images.count, "image", "images").c_str());
+  print_warnings(engine);
   nlohmann::json j = json_header("score");
   j.update({{"model", model},
             {"images_file", files.size() == 1 ? files[0] : ""},

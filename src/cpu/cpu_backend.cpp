@@ -15,6 +15,7 @@
 #include "../base/util.h"
 #include "../model/rollout.h"
 #include "../softmax/softmax_ops.h"
+#include "cores.h"
 #include "cpu_backend.h"
 #include "cpu_ops.h"
 #include "tarnn/error.h"
@@ -53,12 +54,14 @@ struct Stopped {}; // thrown into a worker's rollout when another worker failed
 
 class CpuBackend : public Backend {
 public:
+  // The teams spin where the engine's threads, all at work, fit in the cores it may use.
   CpuBackend(const Model &m, const RunOptions &o, const Knobs &k)
-      : model_(m), options_(o), weights_(m, o.precision), kernels_{k.reference_gemm} {}
+      : model_(m), options_(o), weights_(m, o.precision), kernels_{k.reference_gemm},
+        teams_(o.threads <= usable_cores().count) {}
 
   std::string device() const override {
-    return "cpu: " + cpu_model_name() + ", " + std::to_string(options_.threads) + " threads, " +
-           cpu_path_name() + gemm_path();
+    return "cpu: " + cpu_model_name() + ", " + count_of(options_.threads, "thread", "threads") +
+           ", " + cpu_path_name() + gemm_path();
   }
 
   std::string gemm_path() const { // which instructions a reduced precision's GEMMs run
@@ -88,6 +91,7 @@ public:
     const int64_t rows = std::max<int64_t>(1, (batch + threads - 1) / threads);
     const int steps = rollout_steps(c, job);
     std::vector<std::atomic<int64_t>> done(static_cast<size_t>(threads));
+    std::vector<float> largest(static_cast<size_t>(threads), 0.0f); // |S| at the end (fp16)
     FirstError error;
     std::mutex mutex;
     std::condition_variable finished;
@@ -100,12 +104,12 @@ public:
         std::lock_guard<std::mutex> lock(mutex);
         workers.emplace_back([&, i, first, last] {
           try {
-            share(job, first, last - first, rows, std::max(1, options_.threads / threads),
-                  [&](int64_t d) {
-                    done[size_t(i)] = d;
-                    if (error.failed())
-                      throw Stopped{};
-                  });
+            largest[size_t(i)] = share(job, first, last - first, rows,
+                                       std::max(1, options_.threads / threads), [&](int64_t d) {
+                                         done[size_t(i)] = d;
+                                         if (error.failed())
+                                           throw Stopped{};
+                                       });
           } catch (const Stopped &) {
           } catch (...) {
             error.keep(std::current_exception());
@@ -155,6 +159,7 @@ public:
     info.state_bytes = info.batch * int64_t(layout.state_row_bytes);
     info.memory_bytes = int64_t(layout.total) * threads;
     info.seconds_steps = seconds_since(t0);
+    info.largest_state = *std::max_element(largest.begin(), largest.end());
     return info;
   }
 
@@ -166,10 +171,10 @@ private:
   // Images [first, first + count) of the job, `rows` at a time.
   // `prefill_threads`: the threads a prefill may split its GEMMs over (the engine's threads that
   // a job of fewer images than threads leaves free).
-  void share(const Rollout &job, int64_t first, int64_t count, int64_t rows, int prefill_threads,
-             const DoneHook &hook) {
+  float share(const Rollout &job, int64_t first, int64_t count, int64_t rows, int prefill_threads,
+              const DoneHook &hook) {
     if (count <= 0)
-      return;
+      return 0.0f;
     const Config &c = model_.config;
     const BatchLayout layout = batch_layout(c, std::min(rows, count), options_.state);
     std::vector<double> memory(layout.total / sizeof(double) + 1); // 8-byte aligned, zeroed
@@ -192,6 +197,7 @@ private:
     mine.log_prob = job.log_prob ? job.log_prob + first : nullptr;
     mine.seeds = job.seeds ? job.seeds + first : nullptr;
     mine.images = job.images ? job.images + first : nullptr;
+    mine.temperatures = job.temperatures ? job.temperatures + first : nullptr;
     if (job.grown)
       mine.grown = [&job, first](int64_t image, int64_t n, int t) {
         job.grown(first + image, n, t);
@@ -201,12 +207,11 @@ private:
     if (keeps_kv_cache(c)) {
       KvOps<CpuKernels> ops(c, weights_.view(), b, kernels_);
       KvPrefillOps<CpuKernels> pre(c, weights_.view(), pre_b, kernels_);
-      rollout(ops, c, mine, hook, 8, options_.prefill ? &pre : nullptr);
-    } else {
-      CpuOps ops(c, weights_.view(), b, kernels_);
-      PrefillOps pre(c, weights_.view(), pre_b, kernels_, team.get());
-      rollout(ops, c, mine, hook, 8, options_.prefill ? &pre : nullptr);
+      return rollout(ops, c, mine, hook, 8, options_.prefill ? &pre : nullptr);
     }
+    CpuOps ops(c, weights_.view(), b, kernels_);
+    PrefillOps pre(c, weights_.view(), pre_b, kernels_, team.get());
+    return rollout(ops, c, mine, hook, 8, options_.prefill ? &pre : nullptr);
   }
 
   const Model &model_;

@@ -72,8 +72,9 @@ void round_rows_portable(const float *x, int ldx, int rows, int in, uint32_t *x2
       x2[size_t(r) * pairs + k] = bf16_pair(x + size_t(r) * ldx, 2 * k, in);
 }
 
-// The same with vcvtne2ps2bf16, 32 floats an instruction: bf16_bits' rule, so the same bits. With
-// this (and the vector epilogue) `tarnn bench --precision bf16` went from 30.5 to 43 images/s.
+// The same with vcvtne2ps2bf16, 32 floats an instruction: bf16_bits' rule, so the same bits. What
+// this (with the vector epilogue, LayerNorm 16 rows at a time and the state prefetched) did to
+// `tarnn bench --precision bf16`: docs/RESULTS.md, "One command, run by run".
 __attribute__((target("avx512f,avx512bf16"))) void
 round_rows_avx512(const float *x, int ldx, int rows, int in, uint32_t *x2, int pairs) {
   for (int r = 0; r < rows; ++r) {

@@ -29,8 +29,7 @@ std::exception_ptr thread_start_error(const std::exception &e) {
             Error::Kind::Runtime));
 }
 
-WorkerTeam::WorkerTeam(int n)
-    : spin_(unsigned(n) <= std::max(1u, std::thread::hardware_concurrency())) {
+WorkerTeam::WorkerTeam(int n, bool spin) : spin_(spin) {
   helpers_.reserve(size_t(n > 1 ? n - 1 : 0));
   for (int i = 1; i < n; ++i) {
     try {
@@ -62,11 +61,12 @@ void WorkerTeam::helper(int i) {
     // spin a while for the next run (the next GEMM of a prefill is microseconds away), then sleep
     const auto until = Clock::now() + (spin_ ? std::chrono::milliseconds(1) : Clock::duration(0));
     for (int spins = 0; generation_.load(std::memory_order_acquire) == seen && !stopping_;) {
-      _mm_pause();
-      if (++spins % 256 == 0 && Clock::now() > until) {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return generation_.load() != seen || stopping_; });
+      if (spin_ && (++spins % 256 != 0 || Clock::now() <= until)) {
+        _mm_pause();
+        continue;
       }
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return generation_.load() != seen || stopping_; });
     }
     if (stopping_)
       return;
@@ -76,7 +76,10 @@ void WorkerTeam::helper(int i) {
     } catch (...) {
       error_->keep(std::current_exception());
     }
-    pending_.fetch_sub(1, std::memory_order_release);
+    if (pending_.fetch_sub(1, std::memory_order_release) == 1 && !spin_) {
+      std::lock_guard<std::mutex> lock(mutex_); // the caller, asleep or about to be, is woken
+      done_.notify_one();
+    }
   }
 }
 
@@ -95,8 +98,13 @@ void WorkerTeam::run(const std::function<void(int)> &f) {
   } catch (...) {
     error.keep(std::current_exception());
   }
-  while (pending_.load(std::memory_order_acquire) > 0) // the helpers are at work: not long
-    _mm_pause();
+  if (spin_) {
+    while (pending_.load(std::memory_order_acquire) > 0) // the helpers are at work: not long
+      _mm_pause();
+  } else { // asleep: a helper may be waiting for this very core
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
   error.rethrow();
 }
 
@@ -112,7 +120,7 @@ std::shared_ptr<WorkerTeam> TeamPool::lend(int n) {
       }
   }
   if (!team)
-    team = std::make_unique<WorkerTeam>(n);
+    team = std::make_unique<WorkerTeam>(n, spin_);
   return std::shared_ptr<WorkerTeam>(team.release(), [this](WorkerTeam *t) {
     std::lock_guard<std::mutex> lock(mutex_);
     idle_.emplace_back(t);

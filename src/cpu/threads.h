@@ -33,13 +33,15 @@ std::exception_ptr thread_start_error(const std::exception &e);
 // run(f): f(0) .. f(n - 1), f(0) on the caller's thread and the rest on n - 1 helper threads
 // started once; returns when all are done, rethrowing the first exception of any. Made for many
 // short calls in a row (a prefill's GEMMs, 33 per chunk): starting a thread per call cost about
-// 70 us each, and waking a core that had gone idle more. A helper spins for about a millisecond
-// after its last call, then sleeps until the next (at once, in a team larger than the machine's
-// cores: spinning there would take a core from a thread at work); all are joined by the
-// destructor. A failed thread start throws from the constructor (thread_start_error).
+// 70 us each (docs/COMPLETE.md), and waking a core that had gone idle more. With `spin`, a helper
+// spins for about a millisecond after its last call, then sleeps until the next, and the caller
+// spins while the helpers finish; without it (where the threads at work could outnumber the cores
+// this process may use: spinning there would take a core from a thread at work) a helper sleeps at
+// once, and so does the caller until the last helper is done. All are joined by the destructor. A
+// failed thread start throws from the constructor (thread_start_error).
 class WorkerTeam {
 public:
-  explicit WorkerTeam(int n);
+  WorkerTeam(int n, bool spin);
   ~WorkerTeam();
   WorkerTeam(const WorkerTeam &) = delete;
   WorkerTeam &operator=(const WorkerTeam &) = delete;
@@ -53,11 +55,11 @@ private:
 
   std::vector<std::thread> helpers_;
   std::mutex mutex_;
-  std::condition_variable wake_;
+  std::condition_variable wake_, done_; // helpers wait for a run; the caller (no spin) for them
   std::atomic<uint64_t> generation_{0}; // one more per run
   std::atomic<int> pending_{0};         // helpers still in the current run
   std::atomic<bool> stopping_{false};
-  bool spin_; // no more threads than cores
+  bool spin_; // no more threads at work than cores
   const std::function<void(int)> *job_ = nullptr;
   FirstError *error_ = nullptr;
 };
@@ -65,11 +67,15 @@ private:
 // Teams kept from run to run (a backend's), so that their threads start once and the scheduler
 // has placed them on their own cores by the next run. lend(n) gives an idle team of n threads, or
 // a new one; it comes back when the last copy of the pointer goes. The pool must outlive them.
+// Its teams spin (WorkerTeam) where `spin`: the backend's threads, every team's together, are no
+// more than the cores this process may use (cores.h).
 class TeamPool {
 public:
+  explicit TeamPool(bool spin) : spin_(spin) {}
   std::shared_ptr<WorkerTeam> lend(int n);
 
 private:
+  bool spin_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<WorkerTeam>> idle_;
 };

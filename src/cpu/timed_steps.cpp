@@ -103,7 +103,7 @@ StepTimes time_cpu_steps(const Config &c, const ModelView &w, const RunOptions &
                  "--batch " + std::to_string(B) + " of KV cache");
   if (form == AttentionForm::Recompute)
     check_memory(double(threads) * double(r.memory_bytes_per_image),
-                 std::to_string(threads) + " threads' prefixes");
+                 count_of(threads, "thread's prefix", "threads' prefixes"));
   // one team for the whole run, as the engine keeps its threads for a whole job
   const std::shared_ptr<WorkerTeam> team = teams.lend(threads);
   r.peak_gflops = gemm_peak_gflops(*team);

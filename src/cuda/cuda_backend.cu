@@ -25,6 +25,9 @@
 #include "plan.h"
 #include "tarnn/error.h"
 #include "tarnn/version.h"
+#ifdef TARNN_EMULATED_DEVICE
+#include "emulator/emulator.h"
+#endif
 
 namespace tarnn {
 
@@ -39,6 +42,45 @@ void blas_check(cublasStatus_t s, const char *call) {
 }
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+// The emulated device counts the bytes kernels move in device memory by these names (the state,
+// the weights; docs/CUDA.md; a name here and in moved_since_last is all a new one takes); a GPU
+// counts nothing.
+constexpr const char *kStateBytes = "state", *kWeightBytes = "weights";
+void name_memory(const void *p, size_t bytes, const char *name) {
+#ifdef TARNN_EMULATED_DEVICE
+  tarnn_emu::label_memory(p, bytes, name);
+#else
+  (void)p, (void)bytes, (void)name;
+#endif
+}
+
+// The emulated device's counts since the last call, per image and step, and none on a GPU.
+std::vector<KernelBytes> moved_since_last(double image_steps, double steps) {
+  std::vector<KernelBytes> all;
+#ifdef TARNN_EMULATED_DEVICE
+  for (const tarnn_emu::Traffic &t : tarnn_emu::traffic()) {
+    KernelBytes k;
+    k.name = t.name;
+    k.gemm = t.gemm;
+    k.launches_per_step = double(t.launches) / steps;
+    k.read = double(t.all.read) / image_steps;
+    k.written = double(t.all.written) / image_steps;
+    for (const auto &[label, b] : t.labelled) {
+      const double bytes = double(b.read + b.written) / image_steps;
+      if (label == kStateBytes)
+        k.state += bytes;
+      else if (label == kWeightBytes)
+        k.weights += bytes;
+    }
+    all.push_back(k);
+  }
+  tarnn_emu::reset_traffic();
+#else
+  (void)image_steps, (void)steps;
+#endif
+  return all;
+}
 
 std::string mb(double bytes) { return std::to_string(int64_t(bytes / 1e6)) + " MB"; }
 
@@ -229,6 +271,7 @@ struct DeviceWeights {
     // A pageable cudaMemcpy may return before its DMA lands, and the backend's stream does not
     // wait for the legacy default stream: wait here, once.
     cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    name_memory(mem.p, mem.bytes, kWeightBytes);
   }
 };
 
@@ -244,6 +287,7 @@ struct DeviceBatch {
         b(step_buffers(mem.p, layout)) {
     cuda_check(cudaMemset(mem.p, 0, layout.total), "cudaMemset");
     cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); // as for the weights
+    name_memory(b.state, layout.state_bytes, kStateBytes);
   }
 };
 
@@ -507,7 +551,9 @@ public:
     r.out = out.data();
     r.positions = steps; // r.batch 0: the engine's, which planned job.batch
     StepTimes t;
+    moved_since_last(1, 1); // the counts start here
     t.info = run(r, job.progress);
+    t.emulated_bytes = moved_since_last(double(job.batch) * steps, steps);
     t.seconds = t.info.seconds_steps;
     t.memory_bytes_per_image = state_bytes_per_image(c, options_.state);
     return t;

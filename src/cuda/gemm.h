@@ -1,13 +1,13 @@
 // Row-major Y [rows, out] = X [rows, in] W^T for the CUDA backend, with the same bytes for a row
 // whatever `rows` is. cuBLAS picks its kernel per problem size: another batch size may get
 // another tiling or a split over `in`, another order of summation, another rounding, and after
-// hundreds of sampled positions other images (measured on an H100: 96.7% of the bytes of 12
-// images in batches of 5 matched one batch of 12). Here each (in, out) shape gets ONE cuBLASLt
-// algorithm, chosen once at a reference row count with no split-K reduction, and that algorithm
-// serves every row count: the order of summation of each output is then fixed by the kernel alone.
-// The bias and a ReLU run in the GEMM's epilogue (y = relu(acc + b), the CPU's rounding): no pass
-// of their own over y (10% of a step at batch 4,096 in fp32, by ncu on an H100). GELU stays in
-// bias_act: cuBLASLt's is the tanh approximation, the model's the erf form.
+// hundreds of sampled positions other images (measured on an H100, docs/CUDA.md: 96.7% of the
+// bytes of 12 images in batches of 5 matched one batch of 12). Here each (in, out) shape gets ONE
+// cuBLASLt algorithm, chosen once at a reference row count with no split-K reduction, and that
+// algorithm serves every row count: the order of summation of each output is then fixed by the
+// kernel alone. The bias and a ReLU run in the GEMM's epilogue (y = relu(acc + b), the CPU's
+// rounding): no pass of their own over y (9.9% of a step at batch 4,096 in fp32, by ncu on an
+// H100). GELU stays in bias_act: cuBLASLt's is the tanh approximation, the model's the erf form.
 // With bf16, W and X are bfloat16 (CUDA_R_16BF, rounded by kernels/round_bf16.h) and the products
 // are summed in fp32 on tensor cores (CUBLAS_COMPUTE_32F); Y stays fp32.
 #pragma once

@@ -2,10 +2,12 @@
 // registry's row of the device asked for, then that device's backend.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
-#include <thread>
+#include <mutex>
 #include <vector>
 
+#include "../cpu/cores.h"
 #include "registry.h"
 #include "tarnn/error.h"
 #include "testing.h"
@@ -113,13 +115,31 @@ void check_run_options(const RunOptions &o) {
   }
 }
 
+float sampling_temperature(double t) {
+  const float f = static_cast<float>(t);
+  if (std::isfinite(f) && f > 0.0f && t > 0)
+    return f;
+  char got[64];
+  std::snprintf(got, sizeof got, "%.9g", t);
+  throw Error(std::string("--temperature must be a finite number above 0 (got ") + got +
+              (std::isfinite(t) && t > 0
+                   ? ", which is " + std::string(f > 0 ? "infinite" : "0") + " as a float"
+                   : std::string()) +
+              ")");
+}
+
 RunOptions resolve_run_options(const Config &c, RunOptions o) {
   check_run_options(o);
   const BackendEntry &device = backend_entry(o.device);
   if (keeps_kv_cache(c))
     check_softmax_options(o, device);
-  if (o.threads == 0)
-    o.threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.threads == 0) {
+    const UsableCores cores = usable_cores();
+    o.threads = std::min(cores.count, kMaxThreads);
+    o.threads_from = cores.from;
+  } else {
+    o.threads_from = "--threads";
+  }
   if (const int most = state_max_positions(o.state); most > 0 && c.positions() > most)
     throw Error(std::string("--state ") + name(o.state) + " is measured up to " +
                 std::to_string(most) + " positions (docs/STATE.md), this model has " +
@@ -137,10 +157,20 @@ RunOptions resolve_run_options(const Config &c, RunOptions o) {
 Engine::Engine(Model model, const RunOptions &options)
     : Engine(std::move(model), options, knobs_from_environment()) {}
 
+struct Engine::Notes {
+  std::mutex mutex;
+  std::vector<std::string> said;
+};
+
 Engine::Engine(Model model, const RunOptions &options, const Knobs &knobs)
     : model_(std::make_unique<const Model>(std::move(model))),
-      options_(resolve_run_options(model_->config, options)) {
+      options_(resolve_run_options(model_->config, options)), notes_(std::make_unique<Notes>()) {
   backend_ = backend_entry(options_.device).make(*model_, options_, knobs);
+}
+
+std::vector<std::string> Engine::warnings() const {
+  std::lock_guard<std::mutex> lock(notes_->mutex);
+  return notes_->said;
 }
 
 Engine engine_with(Model model, const RunOptions &options, const Knobs &knobs) {
@@ -183,6 +213,8 @@ bool finite_over(Backend &backend, const Rollout &job, int64_t i, int positions,
     one.seeds = job.seeds + i;
     one.images = job.images + i;
   }
+  one.temperature = job.temperature;
+  one.temperatures = job.temperatures ? job.temperatures + i : nullptr;
   one.out = out.data();
   double log_prob = 0;
   one.log_prob = &log_prob;
@@ -195,7 +227,8 @@ bool finite_over(Backend &backend, const Rollout &job, int64_t i, int positions,
 // else is an overflow in the forward pass (sample_row's overflow_mark), and its bytes are noise:
 // an error naming the first such image and, for a non-finite one, the position where it began
 // (found by bisecting that image's rollout, a dozen short runs).
-void check_log_probs(Backend &backend, const Rollout &job, const double *log_prob, int L, int T) {
+void check_log_probs(Backend &backend, const Rollout &job, const double *log_prob, int L, int T,
+                     const RunOptions &o) {
   for (int64_t i = 0; i < job.count; ++i) {
     if (std::isfinite(log_prob[i]) && log_prob[i] <= 0)
       continue;
@@ -208,9 +241,14 @@ void check_log_probs(Backend &backend, const Rollout &job, const double *log_pro
       }
       where = " at position " + std::to_string(bad - 1);
     }
+    // what would help: a narrower state has a way out; fp32 is the widest range the engine has
+    const std::string help =
+        o.state != StateFormat::Fp32
+            ? std::string("try --state fp32 (--state ") + name(o.state) + " overflowed)"
+            : "the state and the GEMMs were " + std::string(name(o.precision)) +
+                  ", whose range is fp32's: check the model's weights";
     throw Error("image " + std::to_string(i) + ": the model's outputs overflowed" + where +
-                " (non-finite mixture parameters): nothing of it is a result; check the weights, "
-                "or try --state fp32");
+                " (non-finite mixture parameters): nothing of it is a result; " + help);
   }
 }
 
@@ -221,6 +259,11 @@ RunInfo Engine::run(const Rollout &job, const Progress &progress) {
     throw Error("a rollout needs a count >= 0 and an output buffer");
   if (!job.seeds != !job.images)
     throw Error("a rollout's per-image RNG keys need both seeds and images");
+  if (job.temperatures && !job.seeds)
+    throw Error("a rollout's per-image temperatures go with per-image seeds and images");
+  sampling_temperature(job.temperature);
+  for (int64_t i = 0; job.temperatures && i < job.count; ++i)
+    sampling_temperature(job.temperatures[i]);
   if (job.batch != 0) { // this job's own batch: checked as the Engine's was
     RunOptions o = options_;
     o.batch = job.batch;
@@ -235,8 +278,30 @@ RunInfo Engine::run(const Rollout &job, const Progress &progress) {
   }
   const RunInfo info = backend_->run(checked, progress);
   check_log_probs(*backend_, job, checked.log_prob, model_->config.positions(),
-                  model_->config.bytes_per_image());
+                  model_->config.bytes_per_image(), options_);
+  note_state_range(info);
   return info;
+}
+
+void Engine::note_state_range(const RunInfo &info) {
+  // The fp16 state was measured on the magnitudes of docs/STATE.md's study (its largest |S|, just
+  // under 2^14). Its rounding is 2^-11 of S whatever S's size, but a model whose S runs far larger
+  // (large weights) is one whose outputs move more for it: an all-255 digit's bits/dim doubled,
+  // with no word (issue 42). Beyond 2^14 the run is outside what was measured: said once.
+  constexpr float kMeasured = 16384.0f;
+  if (options_.state != StateFormat::Fp16 || !(info.largest_state > kMeasured))
+    return;
+  std::lock_guard<std::mutex> lock(notes_->mutex);
+  for (const std::string &w : notes_->said)
+    if (w.rfind("--state fp16:", 0) == 0)
+      return;
+  char text[400];
+  std::snprintf(text, sizeof text,
+                "--state fp16: this model's state reached |S| = %.3g, beyond the %.0f its fp16 "
+                "storage was measured for (docs/STATE.md): its rounding may move these results; "
+                "--state fp32 gives the reference",
+                double(info.largest_state), double(kMeasured));
+  notes_->said.push_back(text);
 }
 
 } // namespace tarnn

@@ -223,8 +223,7 @@ Config Config::from_json_file(const std::string &path) {
     throw Error(path + ": " + std::to_string(raw.size()) + " bytes, over the " +
                 std::to_string(kMaxConfigBytes) + " a config.json may have");
   const char *text = reinterpret_cast<const char *>(raw.data());
-  check_json_depth(path, text, raw.size(), 4);
-  const json j = json::parse(text, text + raw.size(), nullptr, /*allow_exceptions=*/false);
+  const json j = parse_json(path, text, raw.size(), 4);
   if (j.is_discarded() || !j.is_object())
     throw Error(path + ": not a JSON object");
   check_keys(path, j);

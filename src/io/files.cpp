@@ -39,17 +39,6 @@ void lock_output(int fd, const std::string &path) {
 
 namespace {
 
-// "313.6 kB", "7.84 GB": a size for a message.
-std::string size_text(double bytes) {
-  const char *units[] = {"bytes", "kB", "MB", "GB", "TB", "PB"};
-  int u = 0;
-  for (; bytes >= 1000 && u < 5; ++u)
-    bytes /= 1000;
-  char text[32];
-  std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.3g %s", bytes, units[u]);
-  return text;
-}
-
 std::string name_of(const std::string &path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -146,16 +135,55 @@ void check_free_space(const std::string &path, uint64_t bytes, uint64_t files) {
                 Error::Kind::File);
 }
 
-std::vector<uint8_t> read_file(const std::string &path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+FileStamp stamp_of(const struct stat &st) {
+  auto ns = [](const timespec &t) { return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec; };
+  return FileStamp{uint64_t(st.st_dev), uint64_t(st.st_ino), int64_t(st.st_size), ns(st.st_mtim),
+                   ns(st.st_ctim)};
+}
+
+bool unchanged(int fd, const FileStamp &before) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && stamp_of(st) == before;
+}
+
+std::string changed_while_read(const std::string &path) {
+  return path + ": changed while it was read (being written or copied?): run again once it is " +
+         "complete";
+}
+
+int open_regular_file(const std::string &path) {
+  // stat first: opening a FIFO for reading waits for a writer, for ever if none comes.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw Error(os_error(path, "cannot open"), Error::Kind::File);
+  auto refuse = [&](const struct stat &s) {
+    throw Error(path + ": " +
+                    (S_ISDIR(s.st_mode) ? "is a folder, not a file" : "not a regular file") +
+                    (S_ISFIFO(s.st_mode)  ? " (a FIFO)"
+                     : S_ISCHR(s.st_mode) ? " (a device)"
+                                          : ""),
+                Error::Kind::File);
+  };
+  if (!S_ISREG(st.st_mode))
+    refuse(st);
+  // Without waiting, and checked again on what was opened: the name may have been replaced by a
+  // FIFO in between.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0)
     throw Error(os_error(path, "cannot open"), Error::Kind::File);
-  struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw Error(path + ": " + (S_ISDIR(st.st_mode) ? "is a folder, not a file" : "not a file"),
-                Error::Kind::File);
+    refuse(st);
   }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+std::vector<uint8_t> read_file(const std::string &path) {
+  const int fd = open_regular_file(path);
+  struct stat st {};
+  ::fstat(fd, &st);
+  const FileStamp before = stamp_of(st);
   std::vector<uint8_t> data(size_t(st.st_size));
   size_t at = 0;
   while (at < data.size()) {
@@ -163,45 +191,65 @@ std::vector<uint8_t> read_file(const std::string &path) {
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
-      const std::string e =
-          n < 0 ? os_error(path, "cannot read") : path + ": shorter than its size";
+      const std::string e = n < 0 ? os_error(path, "cannot read") : changed_while_read(path);
       ::close(fd);
       throw Error(e, Error::Kind::File);
     }
     at += size_t(n);
   }
+  const bool same = unchanged(fd, before);
   ::close(fd);
+  if (!same)
+    throw Error(changed_while_read(path), Error::Kind::File);
   return data;
 }
 
-void write_file_atomic(const std::string &path, const void *data, size_t size) {
-  if (path.empty())
-    throw Error("an output path is empty");
-  // A new name in the target's folder, created exclusively (O_EXCL through mkstemp): a planted
-  // link is never followed and two runs writing the same output never share a temporary.
-  std::string tmp = folder_of(path) + "/." + name_of(path) + ".tmp-XXXXXX";
-  // The temporary is created and registered for the signal handler with the signals held back:
-  // one arriving in between would leave it behind.
-  sigset_t signals, before;
-  sigemptyset(&signals);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP})
-    sigaddset(&signals, sig);
-  ::pthread_sigmask(SIG_BLOCK, &signals, &before);
-  const int fd = ::mkstemp(tmp.data());
-  const int mkstemp_errno = errno;
-  const int slot = fd < 0 ? -1 : remember(tmp);
-  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
-  errno = mkstemp_errno;
-  if (fd < 0)
-    throw Error(os_error(path, "cannot write"), Error::Kind::File);
-  auto fail = [&](const char *what) {
-    const std::string e = os_error(path, what);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    forget(slot);
-    throw Error(e, Error::Kind::File);
-  };
-  ::fchmod(fd, 0666 & ~process_umask()); // mkstemp makes 0600; an output is an ordinary file
+std::string companion_path(const std::string &path, const std::string &suffix, bool hidden) {
+  const std::string name = name_of(path), dir = path.substr(0, path.size() - name.size());
+  const std::string dot = hidden ? "." : "";
+  if (dot.size() + name.size() + suffix.size() <= NAME_MAX)
+    return dir + dot + name + suffix;
+  // Too long for a name: the name's first bytes (whole characters) and a hash of all of it, so
+  // that two long names differing at the end keep different companions.
+  uint64_t h = 14695981039346656037ull; // FNV-1a
+  for (const char c : name)
+    h = (h ^ uint8_t(c)) * 1099511628211ull;
+  char hash[18];
+  std::snprintf(hash, sizeof hash, "~%016llx", static_cast<unsigned long long>(h));
+  size_t keep = NAME_MAX - dot.size() - suffix.size() - 17;
+  while (keep > 0 && (uint8_t(name[keep]) & 0xc0) == 0x80)
+    --keep; // not inside a UTF-8 character
+  return dir + dot + name.substr(0, keep) + hash + suffix;
+}
+
+OutputTarget output_target(const std::string &path) {
+  OutputTarget t{path, false};
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0; // through every link
+  if (exists && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    t.stream = true; // a device, a FIFO, a terminal, a socket: written into, never replaced
+    return t;
+  }
+  for (int hops = 0; hops < 40; ++hops) { // the kernel's own limit on a chain
+    struct stat link {};
+    if (::lstat(t.path.c_str(), &link) != 0 || !S_ISLNK(link.st_mode))
+      return t;
+    // A descriptor (/dev/stdout is /proc/self/fd/1): its link names no file to replace, but an
+    // open file, written into.
+    if (t.path.rfind("/proc/", 0) == 0)
+      return {path, true};
+    std::string to(PATH_MAX, '\0');
+    const ssize_t n = ::readlink(t.path.c_str(), to.data(), to.size());
+    if (n <= 0 || size_t(n) >= to.size())
+      throw Error(os_error(path, "cannot follow its link"), Error::Kind::File);
+    to.resize(size_t(n));
+    // A relative link is read from its own folder.
+    t.path = to[0] == '/' ? to : t.path.substr(0, t.path.size() - name_of(t.path).size()) + to;
+  }
+  throw Error(path + ": cannot write: a chain of more than 40 symbolic links", Error::Kind::File);
+}
+
+void write_all(int fd, const void *data, size_t size, const std::string &path) {
   const auto *p = static_cast<const char *>(data);
   for (size_t at = 0; at < size;) {
     const ssize_t n = ::write(fd, p + at, size - at);
@@ -210,25 +258,115 @@ void write_file_atomic(const std::string &path, const void *data, size_t size) {
     if (n <= 0) {
       if (n == 0)
         errno = ENOSPC;
-      fail("cannot write");
+      throw Error(os_error(path, "cannot write"), Error::Kind::File);
     }
     at += size_t(n);
   }
-  if (::fsync(fd) != 0)
-    fail("cannot write (fsync)");
-  if (::close(fd) != 0) {
-    const std::string e = os_error(path, "cannot write (close)");
-    ::unlink(tmp.c_str());
-    forget(slot);
-    throw Error(e, Error::Kind::File);
+}
+
+namespace {
+
+// A new temporary beside `real` (the file an output's links lead to), registered for the signal
+// handler; unlinked when destroyed unless it was renamed over `real`. Errors name `path`, the
+// output as the user named it.
+class Temporary {
+public:
+  Temporary(const std::string &real, const std::string &path)
+      : path_(path), tmp_(companion_path(real, ".tmp-XXXXXX", true)) {
+    // Created exclusively (O_EXCL through mkstemp): a planted link is never followed and two runs
+    // writing the same output never share a temporary. Created and registered for the signal
+    // handler with the signals held back: one arriving in between would leave it behind.
+    sigset_t signals, before;
+    sigemptyset(&signals);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+      sigaddset(&signals, sig);
+    ::pthread_sigmask(SIG_BLOCK, &signals, &before);
+    fd_ = ::mkstemp(tmp_.data());
+    const int mkstemp_errno = errno;
+    slot_ = fd_ < 0 ? -1 : remember(tmp_);
+    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    errno = mkstemp_errno;
+    if (fd_ < 0)
+      throw Error(os_error(path, "cannot write"), Error::Kind::File);
+    ::fchmod(fd_, 0666 & ~process_umask()); // mkstemp makes 0600; an output is an ordinary file
   }
-  const bool renamed = ::rename(tmp.c_str(), path.c_str()) == 0;
-  const std::string e = renamed ? "" : os_error(path, "cannot write");
-  if (!renamed)
-    ::unlink(tmp.c_str());
-  forget(slot);
-  if (!renamed)
-    throw Error(e, Error::Kind::File);
+  ~Temporary() {
+    if (fd_ >= 0)
+      ::close(fd_);
+    if (!renamed_)
+      ::unlink(tmp_.c_str());
+    forget(slot_);
+  }
+  Temporary(const Temporary &) = delete;
+  Temporary &operator=(const Temporary &) = delete;
+
+  void write(const void *data, size_t size) { write_all(fd_, data, size, path_); }
+
+  // Synced, closed and renamed over `real`.
+  void commit(const std::string &real) {
+    if (::fsync(fd_) != 0)
+      fail("cannot write (fsync)");
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0)
+      fail("cannot write (close)");
+    if (::rename(tmp_.c_str(), real.c_str()) != 0)
+      fail("cannot write");
+    renamed_ = true;
+  }
+
+private:
+  [[noreturn]] void fail(const char *what) {
+    throw Error(os_error(path_, what), Error::Kind::File);
+  }
+
+  std::string path_, tmp_;
+  int fd_ = -1, slot_ = -1;
+  bool renamed_ = false;
+};
+
+// Into an output that is not replaced (OutputTarget::stream): opened as it is, never created or
+// truncated (a FIFO, a terminal or /dev/null cannot be; a file behind /dev/stdout is the shell's
+// to truncate), appending.
+void write_into(const std::string &path, const void *data, size_t size) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
+    throw Error(os_error(path, "cannot write"), Error::Kind::File);
+  try {
+    write_all(fd, data, size, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  if (::close(fd) != 0)
+    throw Error(os_error(path, "cannot write (close)"), Error::Kind::File);
+}
+
+} // namespace
+
+void check_writable(const std::string &path) {
+  const OutputTarget t = output_target(path);
+  if (t.stream) {
+    if (::access(path.c_str(), W_OK) != 0)
+      throw Error(os_error(path, "cannot write"), Error::Kind::File);
+    return;
+  }
+  if (name_of(t.path).size() > NAME_MAX)
+    throw Error(path + ": cannot write: its name is " + std::to_string(name_of(t.path).size()) +
+                    " bytes, longer than the " + std::to_string(NAME_MAX) + " a name may have",
+                Error::Kind::File);
+  Temporary probe(t.path, path); // what the write will make, made now and removed
+}
+
+void write_file_atomic(const std::string &path, const void *data, size_t size) {
+  if (path.empty())
+    throw Error("an output path is empty");
+  const OutputTarget t = output_target(path);
+  if (t.stream)
+    return write_into(path, data, size);
+  Temporary tmp(t.path, path);
+  tmp.write(data, size);
+  tmp.commit(t.path);
 }
 
 void write_file_atomic(const std::string &path, const std::string &text) {

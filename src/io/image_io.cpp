@@ -83,7 +83,10 @@ ImageSet read_any(const std::string &path, const Config *c) {
   if (raw.size() >= 8 && std::memcmp(raw.data(), png_magic, 8) == 0)
     s = read_png(path, raw, c);
   else if (is_npy(raw))
-    s = read_npy(path, raw);
+    s = read_npy(path, raw, c);
+  else if (raw.size() >= 4 && std::memcmp(raw.data(), "PK\x03\x04", 4) == 0) // numpy.savez
+    throw Error(path + ": a .npz (a zip of arrays, numpy.savez) is not read: save one array with "
+                       "numpy.save as .npy");
   else if (raw.size() >= 4)
     s = read_idx(path, raw);
   else

@@ -52,10 +52,14 @@ std::vector<uint8_t> make_mask(const MaskSpec &spec, const Config &c) {
                   std::to_string(rows) + ")");
     std::fill(known.begin(), known.begin() + rows * row, 1);
   }
-  // p_0 is never generated (SPEC section 1), so only p_1 .. p_{T-1} count as work to do.
-  if (std::all_of(known.begin() + 1, known.end(), [](uint8_t k) { return k != 0; }))
-    throw Error("the mask keeps every pixel: nothing to complete");
+  check_leaves_work(known.data(), known.size());
   return known;
+}
+
+void check_leaves_work(const uint8_t *known, size_t T) {
+  // p_0 is never generated (SPEC section 1), so only p_1 .. p_{T-1} count as work to do.
+  if (T > 0 && std::all_of(known + 1, known + T, [](uint8_t k) { return k != 0; }))
+    throw Error("the mask keeps every pixel: nothing to complete");
 }
 
 std::string describe_mask(const std::vector<uint8_t> &known) {

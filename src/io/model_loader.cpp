@@ -7,9 +7,11 @@
 #include <unistd.h>
 #include <vector>
 
+#include "../base/util.h"
 #include "safetensors.h"
 #include "tarnn/error.h"
 #include "tarnn/model.h"
+#include "tarnn/run.h"
 
 namespace tarnn {
 
@@ -93,6 +95,13 @@ std::string find_model(const std::string &name, const std::vector<std::string> &
   };
   if (name.empty())
     throw Error("--model is empty");
+  struct stat st {};
+  if (::stat(name.c_str(), &st) == 0 && S_ISREG(st.st_mode)) // models/mnist/model.safetensors
+    throw Error(name +
+                    ": a file, not a model folder: pass the folder that holds config.json and "
+                    "model.safetensors (" +
+                    folder_of(name) + ")",
+                Error::Kind::File);
   if (is_model(name) || name[0] == '/')
     return name; // an absolute path is taken as it is: load_model says what is wrong with it
   std::vector<std::string> roots = more_roots;
@@ -122,8 +131,19 @@ std::string find_model(const std::string &name, const std::vector<std::string> &
 Model load_model(const std::string &dir) {
   Model m;
   m.source = dir;
-  m.config = Config::from_json_file(dir + "/config.json");
+  // The config and the weights are one version of the folder: the config as it was before the
+  // weights were read is still there after (a folder replaced file by file as it loads could
+  // otherwise give one version's config and another's weights).
+  const std::string config_path = dir + "/config.json";
+  struct stat config_before {};
+  ::stat(config_path.c_str(), &config_before); // where it fails, from_json_file says why
+  m.config = Config::from_json_file(config_path);
   const Config &c = m.config;
+  // config.json says how large the weights are: a model this machine cannot hold is refused
+  // before they are read (an allocation failing halfway said "try a smaller --batch", to info)
+  check_memory(4.0 * double(c.parameter_count()), "loading the model (" + dir + ": " +
+                                                      std::to_string(c.parameter_count()) +
+                                                      " parameters as fp32)");
   const SafeTensors st(dir + "/model.safetensors");
   Reader r(st);
   Weights &w = m.weights;
@@ -151,6 +171,11 @@ Model load_model(const std::string &dir) {
   w.final_norm = r.norm("transformer.norm", d);
   w.predictor = r.linear("predictor", c.d_out(), d);
   r.check_all_used();
+  st.check_unchanged();
+  struct stat config_after {};
+  if (::stat(config_path.c_str(), &config_after) != 0 ||
+      !(stamp_of(config_after) == stamp_of(config_before)))
+    throw Error(changed_while_read(config_path), Error::Kind::File);
   return m;
 }
 

@@ -26,23 +26,45 @@ void check_output_file(const std::string &path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw Error(path + ": cannot write: is a folder");
-  const std::string dir = folder_of(path);
-  if (::stat(dir.c_str(), &st) != 0)
-    throw Error(path + ": cannot write: " + dir + ": " + std::strerror(errno));
-  if (!S_ISDIR(st.st_mode))
-    throw Error(path + ": cannot write: " + dir + " is not a folder");
-  if (::access(dir.c_str(), W_OK) != 0)
-    throw Error(path + ": cannot write: " + dir + ": " + std::strerror(errno));
+  if (!output_target(path).stream) { // a new file, in the folder of the file the links lead to
+    const std::string dir = folder_of(output_target(path).path);
+    if (::stat(dir.c_str(), &st) != 0)
+      throw Error(path + ": cannot write: " + dir + ": " + std::strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+      throw Error(path + ": cannot write: " + dir + " is not a folder");
+    if (::access(dir.c_str(), W_OK) != 0)
+      throw Error(path + ": cannot write: " + dir + ": " + std::strerror(errno));
+  }
+  check_writable(path); // and what access() cannot see: a read-only or pseudo filesystem, a name
 }
 
-void make_output_folder(const std::string &dir) {
+bool make_output_folder(const std::string &dir) {
   std::error_code e;
-  std::filesystem::create_directories(dir, e);
+  const bool made = std::filesystem::create_directories(dir, e);
   if (e || !std::filesystem::is_directory(dir))
     throw Error(dir + ": cannot make the output folder: " +
                 (e ? e.message() : std::string("a file of that name is in the way")));
-  if (::access(dir.c_str(), W_OK) != 0)
-    throw Error(dir + ": cannot write into the output folder: " + std::strerror(errno));
+  std::string why;
+  if (::access(dir.c_str(), W_OK) != 0) {
+    why = std::strerror(errno);
+  } else {
+    try { // a file made in it and removed: /proc, or a read-only filesystem, pass access() as root
+      check_writable(dir + "/" + image_png_name(0));
+    } catch (const Error &x) {
+      why = x.what();
+      why = why.substr(why.rfind(": ") + 2);
+    }
+  }
+  if (!why.empty())
+    throw Error(dir + ": not a writable folder (" + why + ")", Error::Kind::File);
+  return made;
+}
+
+OutputFolder::OutputFolder(const std::string &dir) : dir_(dir), made_(make_output_folder(dir)) {}
+
+OutputFolder::~OutputFolder() {
+  if (made_)
+    ::rmdir(dir_.c_str()); // only while empty: a folder with any image in it stays
 }
 
 std::string image_png_name(int64_t index) {
@@ -237,6 +259,15 @@ void check_folder_space(const std::string &dir, int64_t images) {
   check_free_space(dir, uint64_t(images) * kSmallestPng, uint64_t(images));
 }
 
+bool png_folder_is_whole(const std::string &dir, int64_t n,
+                         const std::function<std::string(int64_t)> &name) {
+  struct stat st {};
+  for (int64_t i = 0; i < n; ++i)
+    if (::stat((dir + "/" + name(i)).c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+      return false;
+  return n > 0;
+}
+
 std::unique_ptr<ImageSink> png_folder_sink(const std::string &dir, int height, int width,
                                            int channels, std::function<std::string(int64_t)> name,
                                            int64_t resume_from) {
@@ -270,24 +301,52 @@ std::string hex64(uint64_t v) {
 ResumeRecord::ResumeRecord(std::string path, std::string run)
     : path_(std::move(path)), run_(std::move(run)), checksum_(kFnvBasis) {}
 
-int64_t ResumeRecord::load() {
-  std::vector<char> text;
-  if (FILE *f = std::fopen(path_.c_str(), "rb")) {
-    char buf[4096];
-    for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;)
-      text.insert(text.end(), buf, buf + got);
-    std::fclose(f);
-  } else {
-    return done_ = 0; // nothing written yet: start from the beginning
+bool ResumeRecord::exists() const {
+  struct stat st {};
+  return ::lstat(path_.c_str(), &st) == 0;
+}
+
+int64_t ResumeRecord::count_on_disk() const {
+  std::vector<uint8_t> text;
+  try {
+    text = read_file(path_);
+  } catch (const Error &) { // none, or not readable
+    return -1;
   }
   const nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+  return j.is_object() && j.contains("done") && j["done"].is_number_integer()
+             ? std::max<int64_t>(j["done"].get<int64_t>(), -1)
+             : -1;
+}
+
+void ResumeRecord::discard() const {
+  if (std::remove(path_.c_str()) != 0 && errno != ENOENT)
+    throw Error(os_error(path_, "cannot remove"), Error::Kind::File);
+}
+
+int64_t ResumeRecord::load() {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0 && errno == ENOENT)
+    return done_ = 0; // nothing written yet: start from the beginning
+  const std::vector<uint8_t> text = read_file(path_); // one version of it, or an Error
+  const nlohmann::json j =
+      parse_json(path_, reinterpret_cast<const char *>(text.data()), text.size(), 4);
   if (j.is_discarded() || !j.is_object() || !j.contains("done"))
     throw Error(path_ + ": not a tarnn run record");
   const nlohmann::json run = nlohmann::json::parse(run_);
-  for (const auto &[key, value] : run.items())
-    if (!j.contains(key) || j[key] != value)
-      throw Error(path_ + ": was written by another run (" + key + " differs): --resume needs " +
-                  "the same model, -n, --seed, --first, --shard and outputs");
+  // Both ways: a field only one of them has (a run's optional field, such as a temperature other
+  // than 1, on one side) differs too.
+  auto differs = [&](const std::string &key) {
+    if (key == "done" || key == "checksum")
+      return false;
+    return !j.contains(key) || !run.contains(key) || j[key] != run[key];
+  };
+  for (const nlohmann::json *fields : {&run, &j})
+    for (const auto &field : fields->items())
+      if (differs(field.key()))
+        throw Error(path_ + ": was written by another run (" + field.key() +
+                    " differs): --resume needs " +
+                    "the same model, -n, --seed, --temperature, --first, --shard and outputs");
   // Every field as a run writes it, before anything on the disk is touched: a record edited or
   // damaged by hand ("done": -5 once truncated the partial output) is refused, not trusted.
   const int64_t n = run.contains("n") ? run["n"].get<int64_t>() : INT64_MAX;

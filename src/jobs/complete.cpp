@@ -68,7 +68,7 @@ std::vector<int64_t> parse_index_list(const std::string &spec, int64_t count) {
 
 ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vector<int64_t> &index,
                          const std::vector<uint8_t> &known, int samples, uint64_t seed,
-                         const Progress &progress) {
+                         const Progress &progress, float temperature) {
   const Config &c = engine.config();
   if (images.height != c.height || images.width != c.width || images.channels != c.channels)
     throw Error("the images are not the model's size");
@@ -85,9 +85,15 @@ ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vect
   if (n * samples > kMaxCompletions)
     throw Error(std::to_string(n) + " images x " + std::to_string(samples) + " samples is over " +
                 std::to_string(kMaxCompletions) + " completions: split the job with --index");
-  for (int64_t i : index)
+  for (int64_t i : index) {
     if (i < 0 || i >= images.count)
       throw Error("image index " + std::to_string(i) + " is outside the file");
+    try { // each image's mask leaves something to complete (Python's used to come back whole)
+      check_leaves_work(known.data() + (per_image ? size_t(i) * T : 0), T);
+    } catch (const Error &e) {
+      throw Error(per_image ? "image " + std::to_string(i) + ": " + e.what() : e.what());
+    }
+  }
   check_memory(3.0 * double(n * K) * double(T) + engine.host_state_bytes(n * K),
                std::to_string(n * K) + " completions (inputs, masks, outputs and the state)");
   // Row i * K + k of the job is completion k of index[i]: the input copied K times.
@@ -110,6 +116,7 @@ ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vect
   job.out = out.bytes.data();
   job.seeds = seeds.data();
   job.images = rng_index.data();
+  job.temperature = temperature;
   engine.run(job, progress);
   return out;
 }

@@ -7,7 +7,7 @@
 namespace tarnn {
 
 ImageSet sample_images(Engine &engine, int64_t n, uint64_t seed, int64_t first,
-                       const Progress &progress, int64_t batch) {
+                       const Progress &progress, int64_t batch, float temperature) {
   if (n < 1 || n > kMaxSampleImages)
     throw Error("-n must be in [1, " + std::to_string(kMaxSampleImages) + "] (got " +
                 std::to_string(n) + ")");
@@ -25,6 +25,7 @@ ImageSet sample_images(Engine &engine, int64_t n, uint64_t seed, int64_t first,
   job.first_index = first;
   job.out = images.bytes.data();
   job.batch = batch;
+  job.temperature = temperature;
   engine.run(job, progress);
   return images;
 }

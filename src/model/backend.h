@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "tarnn/bench.h"
 #include "tarnn/run.h"
 
 namespace tarnn {
@@ -50,6 +51,7 @@ struct StepTimes {
   // this device's GEMM on a compute-bound shape, as the engine reaches it (0: not measured)
   double peak_gflops = 0;
   int peak_rows = 0, peak_in = 0, peak_out = 0;
+  std::vector<KernelBytes> emulated_bytes; // the emulated device's counts (bench.h)
 };
 
 class Backend {

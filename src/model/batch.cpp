@@ -35,7 +35,7 @@ BatchLayout batch_layout(const Config &c, int64_t rows, StateFormat format, int6
   place(l.given, n * T);
   place(l.known, n * T);
   place(l.log_prob, n * 8);
-  place(l.keys, n * sizeof(RngKey));
+  place(l.keys, n * sizeof(DrawKey));
   static_assert(sizeof(StepParams) <= 64, "StepParams outgrew its place");
   place(l.params, 64); // StepParams, with room to grow
   l.total = at;
@@ -54,7 +54,7 @@ StepBuffers step_buffers(void *base, const BatchLayout &l) {
   b.state = m + l.state;
   b.cur = u(l.cur), b.out = u(l.out), b.given = u(l.given), b.known = u(l.known);
   b.log_prob = reinterpret_cast<double *>(m + l.log_prob);
-  b.keys = reinterpret_cast<RngKey *>(m + l.keys);
+  b.keys = reinterpret_cast<DrawKey *>(m + l.keys);
   b.params = reinterpret_cast<StepParams *>(m + l.params);
   return b;
 }

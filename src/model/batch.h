@@ -42,7 +42,7 @@ struct StepBuffers {
   void *state; // [rows] blocks of S in state_format, then z
   uint8_t *cur, *out, *given, *known;
   double *log_prob;
-  RngKey *keys; // [rows], used when the job gives each image its own key
+  DrawKey *keys; // [rows], used when the job gives each image its own key
   StepParams *params;
 };
 

@@ -20,6 +20,7 @@ namespace tarnn {
 
 template <class Derived, class Kernels> class HostOps {
 public:
+  static constexpr bool kHostMemory = true; // the buffers are host memory (model/rollout.h)
   HostOps(const Config &c, const ModelView &w, const StepBuffers &b, Kernels k = {})
       : c_(c), w_(w), b_(b), k_(k) {}
 

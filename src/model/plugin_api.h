@@ -11,8 +11,10 @@
 
 namespace tarnn {
 
-// 2: Rollout gained per-image RNG keys and `grown`; 3: numerics as enums, Knobs, time_steps
-constexpr int kCudaPluginAbi = 3;
+// 2: Rollout gained per-image RNG keys and `grown`; 3: numerics as enums, Knobs, time_steps;
+// 4: Rollout and StepParams gained the sampler's temperature (DrawKey: per image);
+// 5: StepTimes::emulated_bytes
+constexpr int kCudaPluginAbi = 5;
 
 struct CudaPluginApi {
   int abi;

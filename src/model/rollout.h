@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../../kernels/state_format.h"
 #include "batch.h"
 #include "prefill.h"
 #include "tarnn/run.h"
@@ -33,15 +34,36 @@ inline int rollout_steps(const Config &c, const Rollout &job) {
 // A backend without a parallel prefill passes no Pre: every position is a step.
 struct NoPrefill {};
 
+// Ops whose buffers are in host memory (HostOps: kHostMemory), whose state can be read in place.
+template <class Ops, class = void> struct HostMemory : std::false_type {};
+template <class Ops>
+struct HostMemory<Ops, std::void_t<decltype(Ops::kHostMemory)>> : std::true_type {};
+
+// The largest |S| a chunk's n images hold after position steps - 1, where the ops can read their
+// state in place (host memory) and it is stored in fp16 with that position's exponent; else 0.
+template <class Ops> float largest_fp16_state(Ops &ops, const Config &c, int n, int steps) {
+  if constexpr (HostMemory<Ops>::value) {
+    const StepBuffers &b = ops.buffers();
+    if (b.state_format == StateFormat::Fp16 && steps > 0)
+      return largest_state(b.state, size_t(n) * c.n_layers * c.n_heads, c.features(), c.d_head,
+                           b.state_format, state_scale_exponent(b.state_format, steps - 1));
+  }
+  return 0.0f;
+}
+
+// Runs the job; returns the largest |S| an fp16 state held at the end of an image's rollout, where
+// the ops can read it in place (0 otherwise): the Engine warns when it is beyond the magnitudes
+// the fp16 state was measured for (docs/STATE.md).
 template <class Ops, class Pre = NoPrefill>
-void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook, int report_every,
-             Pre *pre = nullptr) {
+float rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook, int report_every,
+              Pre *pre = nullptr) {
+  float largest = 0.0f;
   const StepBuffers &b = ops.buffers();
   const int T = c.bytes_per_image(), steps = rollout_steps(c, job);
   if (job.log_prob)
     std::fill(job.log_prob, job.log_prob + job.count, 0.0);
   std::vector<uint8_t> p0(size_t(b.rows));
-  std::vector<RngKey> keys(job.seeds ? size_t(b.rows) : 0);
+  std::vector<DrawKey> keys(job.seeds ? size_t(b.rows) : 0);
   for (int64_t image0 = 0; image0 < job.count; image0 += b.rows) {
     const int n = int(std::min<int64_t>(b.rows, job.count - image0));
     const size_t first = size_t(image0) * T, bytes = size_t(n) * T;
@@ -51,6 +73,7 @@ void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook
     p.has_given = job.given != nullptr;
     p.has_known = job.given && job.known;
     p.seed = job.seed;
+    p.temperature = job.temperature;
     p.image_base = uint64_t(job.first_index + image0);
     if (p.has_given)
       ops.upload(b.given, job.given + first, bytes);
@@ -64,8 +87,8 @@ void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook
     p.keys = nullptr;
     if (job.seeds) {
       for (int r = 0; r < n; ++r)
-        keys[size_t(r)] = RngKey{job.seeds[image0 + r], job.images[image0 + r]};
-      ops.upload(b.keys, keys.data(), size_t(n) * sizeof(RngKey));
+        keys[size_t(r)] = draw_key(job, image0 + r);
+      ops.upload(b.keys, keys.data(), size_t(n) * sizeof(DrawKey));
       p.keys = b.keys;
     }
     int t = 0, shown = 0; // positions done; columns 1..shown of job.out written
@@ -89,7 +112,10 @@ void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook
     };
     if constexpr (!std::is_same_v<Pre, NoPrefill>) // positions 0 .. P-1 at once (prefill.h)
       if (pre) {
-        t = prefill(ops, *pre, c, job, image0, n, p0.data(), p, steps);
+        t = prefill(ops, *pre, c, job, image0, n, p0.data(), p, steps, [&](int64_t positions) {
+          if (hook) // a stop is taken after each image's prefill, not after the chunk's
+            hook(image0 * steps + positions);
+        });
         if (t > 0)
           report();
       }
@@ -107,7 +133,9 @@ void rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook
     show(); // columns 1..steps: what the steps wrote; the rest of job.out is left alone
     if (job.log_prob)
       ops.download(job.log_prob + image0, b.log_prob, size_t(n) * 8);
+    largest = std::max(largest, largest_fp16_state(ops, c, n, steps));
   }
+  return largest;
 }
 
 } // namespace tarnn

@@ -2,6 +2,7 @@
 // include/tarnn, as the command is: arguments checked, the GIL released while the engine runs,
 // Ctrl-C checked between steps, and the library's errors as Python's exceptions.
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -11,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "../base/util.h"
 #include "tarnn/tarnn.h"
 
 namespace py = pybind11;
@@ -27,9 +29,10 @@ std::string python_names(const std::string &message) {
   static const std::map<std::string, std::string> quoted = {
       {"--device", "device"}, {"--precision", "precision"}, {"--state", "state"}};
   static const std::map<std::string, std::string> plain = {
-      {"--batch", "batch"}, {"--threads", "threads"}, {"--samples", "samples"},
-      {"--seed", "seed"},   {"--first", "first"},     {"-n", "n"},
-      {"--model", "path"}};
+      {"--batch", "batch"},     {"--threads", "threads"},
+      {"--samples", "samples"}, {"--seed", "seed"},
+      {"--first", "first"},     {"-n", "n"},
+      {"--model", "path"},      {"--temperature", "temperature"}};
   std::string out;
   size_t i = 0;
   while (i < message.size()) {
@@ -105,18 +108,57 @@ py::array array_of(py::handle obj, const char *name) {
   wrong_type(name, obj, "an array (numpy, or anything with __array__ or __dlpack__: torch, jax)");
 }
 
+// `a` as a C-ordered array of T: `a` itself where it is one, else a copy (of a view, a broadcast,
+// or with Cast = forcecast another dtype). Every array argument is converted here, never with
+// array_t::ensure: that drops NumPy's MemoryError and returns a null array, which its callers
+// read (a broadcast view of 2**31 images crashed the interpreter). A copy larger than the
+// machine's memory is a MemoryError before NumPy tries (where memory is overcommitted, its
+// allocation would succeed and the copy be killed), and so is one NumPy cannot allocate; each
+// names the argument and the size.
+template <typename T, int Cast = 0>
+py::array_t<T, py::array::c_style> c_order(const py::array &a, const char *name) {
+  using Out = py::array_t<T, py::array::c_style>;
+  const double bytes = double(a.size()) * sizeof(T);
+  auto refuse = [&](PyObject *type, const std::string &why) {
+    const std::vector<py::ssize_t> shape(a.shape(), a.shape() + a.ndim());
+    PyErr_SetString(type, (std::string(name) + ": its copy as a " +
+                           std::string(py::str(py::tuple(py::cast(shape)))) + " " +
+                           std::string(py::str(py::dtype::of<T>())) +
+                           " array in C order would be " + size_text(bytes) + ", " + why)
+                              .c_str());
+    throw py::error_already_set();
+  };
+  const double memory = double(physical_memory_bytes());
+  if (!Out::check_(a) && bytes > memory)
+    refuse(PyExc_MemoryError, "more than this machine's " + size_text(memory) + " of memory");
+  try {
+    const py::array_t<T, py::array::c_style | Cast> out(py::reinterpret_borrow<py::object>(a));
+    return py::reinterpret_borrow<Out>(out);
+  } catch (py::error_already_set &e) {
+    if (e.matches(PyExc_MemoryError))
+      refuse(PyExc_MemoryError, "more than there is memory for");
+    throw;
+  }
+}
+
 // A uint8 array (any strides: copied to C order when it is not), or ValueError.
 py::array_t<uint8_t, py::array::c_style> bytes_of(const py::array &a, const char *name) {
   if (!a.dtype().is(py::dtype::of<uint8_t>()))
     bad(std::string(name) + " must be a uint8 array, not " + std::string(py::str(a.dtype())) +
         (a.dtype().kind() == 'f' ? " (tarnn.to_uint8 converts images in [0, 1])" : ""));
-  return py::array_t<uint8_t, py::array::c_style>::ensure(a);
+  return c_order<uint8_t>(a, name);
+}
+
+// Image bytes from anything array_of takes, uint8 or a ValueError: what every function that takes
+// images converts them with (score, complete, grid, write_png, to_float).
+py::array_t<uint8_t, py::array::c_style> uint8_of(py::handle obj, const char *name) {
+  return bytes_of(array_of(obj, name), name);
 }
 
 // The model's images from a (n, H, W) or (n, H, W, C) array, or any array_of takes; an NCHW batch
 // (PyTorch's layout) is refused with the permutation that makes it NHWC.
 ImageSet images_of(py::handle obj, const Config &c, const char *name) {
-  const auto arr = bytes_of(array_of(obj, name), name);
+  const auto arr = uint8_of(obj, name);
   const bool gray3 = arr.ndim() == 3 && c.channels == 1;
   const std::vector<py::ssize_t> shape(arr.shape(), arr.shape() + arr.ndim());
   if (!(gray3 || arr.ndim() == 4) || arr.shape(1) != c.height || arr.shape(2) != c.width ||
@@ -154,20 +196,27 @@ uint64_t seed_of(const py::object &seed) {
   return v;
 }
 
-// Progress for a job of `images` images: a bar (tqdm if importable, else a plain line on stderr)
-// when asked, and in any case Ctrl-C, checked a few times a second with the GIL held.
-Progress progress_for(bool bar, int64_t images, int positions) {
-  py::object tqdm;
+// Progress for a job of `units` (images or completions): a bar when asked, tqdm's if it is
+// installed, else tarnn/progress.h's text on sys.stderr by tqdm's rules (a bar redrawn with \r on
+// a terminal; in a log, a line with count, rate and ETA every TARNN_PROGRESS_SECONDS, 10 by
+// default, and the last one at the end); and in any case Ctrl-C, checked a few times a second
+// with the GIL held.
+Progress progress_for(bool bar, int64_t units, int positions_per_unit, const char *unit) {
+  py::object tqdm = py::none(), err = py::module_::import("sys").attr("stderr");
+  std::shared_ptr<ProgressText> text;
   if (bar) {
     try {
-      tqdm = py::module_::import("tqdm").attr("tqdm")(py::arg("total") = images,
-                                                      py::arg("unit") = "img");
+      tqdm = py::module_::import("tqdm").attr("tqdm")(py::arg("total") = units,
+                                                      py::arg("unit") = unit);
     } catch (const py::error_already_set &) {
-      tqdm = py::none();
+      const bool terminal = py::bool_(err.attr("isatty")());
+      text = std::make_shared<ProgressText>(unit, terminal, terminal ? 0.0 : progress_interval());
     }
   }
+  const auto start = std::chrono::steady_clock::now();
   auto last = std::make_shared<int64_t>(0);
-  return [bar, tqdm, last, positions](int64_t done, int64_t total) {
+  const double per = std::max(positions_per_unit, 1);
+  return [bar, tqdm, err, text, start, last, per](int64_t done, int64_t total) {
     py::gil_scoped_acquire gil;
     if (PyErr_CheckSignals() != 0) {
       PyErr_Clear();
@@ -175,29 +224,36 @@ Progress progress_for(bool bar, int64_t images, int positions) {
     }
     if (!bar)
       return;
-    const int64_t images_done = done / std::max(positions, 1);
-    if (tqdm && !tqdm.is_none()) {
-      tqdm.attr("update")(images_done - *last);
+    if (!tqdm.is_none()) {
+      const int64_t units_done = int64_t(double(done) / per);
+      tqdm.attr("update")(units_done - *last);
+      *last = units_done;
       if (done >= total)
         tqdm.attr("close")();
-    } else {
-      std::fprintf(stderr, "\r%lld/%lld images", static_cast<long long>(images_done),
-                   static_cast<long long>(total / std::max(positions, 1)));
-      if (done >= total)
-        std::fputc('\n', stderr);
+      return;
     }
-    *last = images_done;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string s = done < total
+                              ? text->update(double(done) / per, double(total) / per, seconds)
+                              : text->finish(double(total) / per, seconds);
+    if (!s.empty()) {
+      err.attr("write")(s);
+      err.attr("flush")();
+    }
   };
 }
 
-// Where a pip or cmake --install put the models beside the module: PREFIX/share/tarnn/models
-// for PREFIX/lib/python3.X/{site,dist}-packages/tarnn*.so (none for a module in a build tree).
+// Where a model's name is looked up beside the module: PREFIX/share/tarnn/models for
+// PREFIX/lib/python3.X/{site,dist}-packages/tarnn*.so, where pip and cmake --install put them;
+// for a module anywhere else (a build tree: PYTHONPATH=build/python), the models of the source
+// tree it was built from, so the README's route finds "mnist" as an installed module does.
 std::vector<std::string> installed_model_roots() {
   const std::string file = py::str(py::module_::import("tarnn").attr("__file__"));
   std::string dir = file.substr(0, file.rfind('/'));
   const std::string site = dir.substr(dir.rfind('/') + 1);
   if (site != "site-packages" && site != "dist-packages")
-    return {};
+    return {TARNN_SOURCE_MODELS_DIR};
   for (int up = 0; up < 3; ++up)
     dir = dir.substr(0, dir.rfind('/'));
   return {dir + "/share/tarnn/models"};
@@ -210,7 +266,7 @@ py::array to_uint8(py::object images) {
     return a;
   if (a.dtype().kind() != 'f')
     bad("images must be floats in [0, 1] (or uint8), not " + std::string(py::str(a.dtype())));
-  const auto x = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+  const auto x = c_order<double, py::array::forcecast>(a, "images");
   py::array_t<uint8_t> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
   uint8_t *o = out.mutable_data();
   for (py::ssize_t i = 0; i < x.size(); ++i) {
@@ -224,7 +280,7 @@ py::array to_uint8(py::object images) {
 }
 
 py::array_t<float> to_float(py::object images) {
-  const auto x = bytes_of(array_of(images, "images"), "images");
+  const auto x = uint8_of(images, "images");
   py::array_t<float> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
   for (py::ssize_t i = 0; i < x.size(); ++i)
     out.mutable_data()[i] = float(x.data()[i]) / 255.0f;
@@ -263,18 +319,20 @@ public:
   std::string device() const { return engine_.device(); }
 
   py::array_t<uint8_t> sample(int64_t n, const py::object &seed_arg, int64_t first,
-                              std::optional<int64_t> batch, bool progress) {
+                              std::optional<int64_t> batch, bool progress, double temperature) {
     const uint64_t seed = seed_of(seed_arg);
+    const float T = sampling_temperature(temperature);
     if (n < 1 || n > kMaxSampleImages)
       bad("n must be in [1, " + std::to_string(kMaxSampleImages) + "] (got " + std::to_string(n) +
           ")");
     const Config &c = engine_.config();
     ImageSet images;
     {
-      Progress p = progress_for(progress, n, c.positions());
+      Progress p = progress_for(progress, n, c.positions(), "images");
       py::gil_scoped_release release;
-      images = sample_images(engine_, n, seed, first, p, batch.value_or(0));
+      images = sample_images(engine_, n, seed, first, p, batch.value_or(0), T);
     }
+    warn_new();
     return to_array(images, {n, c.height, c.width, c.channels});
   }
 
@@ -282,16 +340,18 @@ public:
     const ImageSet in = images_of(images, engine_.config(), "images");
     std::vector<double> bpd;
     {
-      Progress p = progress_for(progress, in.count, engine_.config().positions());
+      Progress p = progress_for(progress, in.count, engine_.config().positions(), "images");
       py::gil_scoped_release release;
       bpd = score_images(engine_, in, p);
     }
+    warn_new();
     return py::array_t<double>(py::ssize_t(bpd.size()), bpd.data());
   }
 
   py::array_t<uint8_t> complete(py::object images, py::object known, int samples,
-                                const py::object &seed_arg, bool progress) {
+                                const py::object &seed_arg, bool progress, double temperature) {
     const uint64_t seed = seed_of(seed_arg);
+    const float T = sampling_temperature(temperature);
     const Config &c = engine_.config();
     const ImageSet in = images_of(images, c, "images");
     const std::vector<uint8_t> mask = mask_of(known, c, in.count);
@@ -300,14 +360,23 @@ public:
       index[size_t(i)] = i;
     ImageSet out;
     {
-      Progress p = progress_for(progress, in.count * samples, c.positions());
+      Progress p = progress_for(progress, in.count * samples, c.positions(), "completions");
       py::gil_scoped_release release;
-      out = complete_images(engine_, in, index, mask, samples, seed, p);
+      out = complete_images(engine_, in, index, mask, samples, seed, p, T);
     }
+    warn_new();
     return to_array(out, {in.count, samples, c.height, c.width, c.channels});
   }
 
 private:
+  // The engine's warnings not yet given (Engine::warnings: once each), as RuntimeWarnings.
+  void warn_new() {
+    const std::vector<std::string> all = engine_.warnings();
+    for (; warned_ < all.size(); ++warned_)
+      if (PyErr_WarnEx(PyExc_RuntimeWarning, python_names(all[warned_]).c_str(), 1) != 0)
+        throw py::error_already_set(); // warnings made errors
+  }
+
   static RunOptions options(const std::string &device, std::optional<int> threads,
                             const std::string &precision, std::optional<int64_t> batch,
                             const std::string &state) {
@@ -325,10 +394,10 @@ private:
   // `known`: booleans (or 0/1 bytes) of the image's shape, (H, W) covering every channel, or one
   // per image: one byte per image byte, as complete_images takes it.
   static std::vector<uint8_t> mask_of(py::handle known, const Config &c, int64_t n) {
-    py::array k = array_of(known, "known");
-    if (k.dtype().is(py::dtype::of<bool>()))
-      k = k.attr("astype")("uint8");
-    const auto arr = bytes_of(k, "known");
+    const py::array k = array_of(known, "known");
+    const auto arr = k.dtype().is(py::dtype::of<bool>())
+                         ? c_order<uint8_t, py::array::forcecast>(k, "known")
+                         : bytes_of(k, "known");
     const auto T = size_t(c.bytes_per_image());
     auto is = [&](std::initializer_list<py::ssize_t> shape) {
       return std::vector<py::ssize_t>(arr.shape(), arr.shape() + arr.ndim()) ==
@@ -356,6 +425,7 @@ private:
   }
 
   Engine engine_;
+  size_t warned_ = 0;
 };
 
 } // namespace
@@ -401,10 +471,15 @@ PYBIND11_MODULE(tarnn, m) {
       .def_property_readonly("device", &PyModel::device, "The device it runs on, in words.")
       .def("sample", &PyModel::sample, py::arg("n"), py::arg("seed") = kDefaultSeed,
            py::arg("first") = 0, py::arg("batch") = py::none(), py::arg("progress") = false,
-           "sample(n, seed=0, first=0, batch=None, progress=False) -> uint8 array (n, H, W, C)\n\n"
+           py::arg("temperature") = 1.0,
+           "sample(n, seed=0, first=0, batch=None, progress=False, temperature=1.0) -> uint8 "
+           "array (n, H, W, C)\n\n"
            "Images first .. first + n - 1 of a run with `seed`: image i is the same, byte for "
            "byte, as `tarnn sample --seed SEED` writes for i, whatever the batch or threads.\n"
            "batch: images in memory at once for this call (None: the model's).\n"
+           "temperature: the sampler's, as `--temperature` (docs/SPEC.md section 2): the "
+           "mixture's logits divided by it, its scales multiplied; 1 is the model's "
+           "distribution, below 1 sharper. A finite number above 0.\n"
            "progress: show a bar (tqdm if installed). Ctrl-C stops the run between steps and "
            "raises KeyboardInterrupt; the model stays usable.")
       .def("score", &PyModel::score, py::arg("images"), py::arg("progress") = false,
@@ -414,14 +489,14 @@ PYBIND11_MODULE(tarnn, m) {
            "or __dlpack__ (a torch tensor on the CPU); NCHW is refused.")
       .def("complete", &PyModel::complete, py::arg("images"), py::arg("known"),
            py::arg("samples") = kDefaultSamples, py::arg("seed") = kDefaultSeed,
-           py::arg("progress") = false,
-           "complete(images, known, samples=4, seed=0, progress=False) -> uint8 (n, samples, H, "
-           "W, C)\n\n"
+           py::arg("progress") = false, py::arg("temperature") = 1.0,
+           "complete(images, known, samples=4, seed=0, progress=False, temperature=1.0) -> uint8 "
+           "(n, samples, H, W, C)\n\n"
            "Completes each image `samples` times: bytes where `known` is true are kept (fed to "
            "the model), the others sampled. images: as score's. known: a boolean array of shape "
            "(H, W) (every channel of a pixel) or (H, W, C), or one per image (n, H, W[, C]). "
            "Completion k of image i uses the random numbers of image i * samples + k, as `tarnn "
-           "complete`.");
+           "complete`; the unknown bytes are drawn at `temperature`, as sample's.");
 
   m.def(
       "read_images",
@@ -441,10 +516,10 @@ PYBIND11_MODULE(tarnn, m) {
         "x / 255 (to_uint8 undoes it exactly).");
   m.def(
       "grid",
-      [](const py::array &images, std::optional<int> nrow, int padding, int pad_value,
+      [](py::object images, std::optional<int> nrow, int padding, int pad_value,
          std::optional<int> scale, std::optional<int> cols) {
-        const auto arr = bytes_of(images, "images");
-        const std::string shape = py::str(py::tuple(py::cast(images.request().shape)));
+        const auto arr = uint8_of(images, "images");
+        const std::string shape = py::str(py::tuple(py::cast(arr.request().shape)));
         if (arr.ndim() != 4 && arr.ndim() != 3)
           bad("images must have shape (n, H, W) or (n, H, W, C), not " + shape);
         const int C = arr.ndim() == 4 ? int(arr.shape(3)) : 1;
@@ -473,7 +548,8 @@ PYBIND11_MODULE(tarnn, m) {
       py::arg("pad_value") = 64, py::arg("scale") = py::none(), py::kw_only(),
       py::arg("cols") = py::none(),
       "grid(images, nrow=None, padding=2, pad_value=64, scale=None) -> uint8 array (H', W', C)\n\n"
-      "The images (n, H, W) or (n, H, W, C) tiled as torchvision's make_grid, then each pixel "
+      "The images (n, H, W) or (n, H, W, C), uint8, as score takes them (numpy, a torch tensor), "
+      "tiled as torchvision's make_grid, then each pixel "
       "drawn scale x scale times: the same bytes as `tarnn sample -o` with --nrow, --padding, "
       "--pad-value and --scale, and the same defaults.\n"
       "nrow: images per row (None: a square-ish grid; `cols` is its older name).\n"
@@ -485,7 +561,7 @@ PYBIND11_MODULE(tarnn, m) {
   m.def(
       "write_png",
       [](py::object path, py::object image) {
-        const auto arr = bytes_of(array_of(image, "image"), "image");
+        const auto arr = uint8_of(image, "image");
         if (arr.ndim() != 2 && arr.ndim() != 3)
           bad("image must have shape (H, W) or (H, W, C)");
         const int C = arr.ndim() == 3 ? int(arr.shape(2)) : 1;

@@ -37,15 +37,16 @@ class Model:
     @property
     def device(self) -> str: ...
     def sample(self, n: int, seed: int = 0, first: int = 0, batch: Optional[int] = None,
-               progress: bool = False) -> npt.NDArray[np.uint8]:
+               progress: bool = False, temperature: float = 1.0) -> npt.NDArray[np.uint8]:
         """Images first .. first + n - 1 of a run with `seed`, shape (n, H, W, C); image i is
-        the command's image i, byte for byte. Ctrl-C raises KeyboardInterrupt between steps."""
+        the command's image i, byte for byte. temperature: the sampler's, as `--temperature`
+        (1: the model's distribution). Ctrl-C raises KeyboardInterrupt between steps."""
     def score(self, images: _ArrayLike, progress: bool = False) -> npt.NDArray[np.float64]:
         """Teacher-forced bits/dim of each of `images` (uint8 NHWC (n, H, W, C), or (n, H, W)
         for one channel; NCHW is refused)."""
     def complete(self, images: _ArrayLike, known: _ArrayLike,
-                 samples: int = 4, seed: int = 0,
-                 progress: bool = False) -> npt.NDArray[np.uint8]:
+                 samples: int = 4, seed: int = 0, progress: bool = False,
+                 temperature: float = 1.0) -> npt.NDArray[np.uint8]:
         """Each image completed `samples` times, shape (n, samples, H, W, C); bytes where
         `known` ((H, W), (H, W, C) or one per image) is true are kept."""
 
@@ -53,7 +54,7 @@ def read_images(path: _Path) -> npt.NDArray[np.uint8]:
     """An IDX file or a PNG as (n, H, W, C) uint8, as stored."""
 
 def grid(
-    images: npt.NDArray[np.uint8],
+    images: _ArrayLike,
     nrow: Optional[int] = None,
     padding: int = 2,
     pad_value: int = 64,

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 
+#include "../jobs/test_interrupt.h"
 #include "tarnn/error.h"
 
 namespace tarnn::serve {
@@ -123,6 +125,7 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Ticket>> batch) {
   std::vector<int64_t> start;
   std::vector<uint8_t> given, known;
   std::vector<uint64_t> seeds, images;
+  std::vector<float> temperatures; // each request its own (a row's DrawKey)
   int64_t rows = 0, generated = 0;
   for (const auto &t : batch) {
     const Job &j = t->job_;
@@ -132,6 +135,7 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Ticket>> batch) {
     given.insert(given.end(), j.given.begin(), j.given.end());
     known.insert(known.end(), j.known.begin(), j.known.end());
     seeds.insert(seeds.end(), size_t(j.rows), j.seed);
+    temperatures.insert(temperatures.end(), size_t(j.rows), float(j.temperature));
     images.insert(images.end(), j.images.begin(), j.images.end());
   }
   std::vector<uint8_t> out(static_cast<size_t>(rows) * T);
@@ -144,6 +148,7 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Ticket>> batch) {
   job.log_prob = log_prob.data();
   job.seeds = seeds.data();
   job.images = images.data();
+  job.temperatures = temperatures.data();
   const auto t0 = Clock::now();
   const nlohmann::json merged = {{"batch_images", rows}, {"batch_requests", batch.size()}};
   std::mutex grown_mutex;
@@ -171,9 +176,17 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Ticket>> batch) {
       }
     }
     bool stopping;
+    int64_t finished; // images of the requests answered before
     {
       std::lock_guard<std::mutex> l(mutex_);
       stopping = stopping_;
+      finished = stats_.images_done;
+    }
+    // TARNN_TEST_INTERRUPT_AFTER: the signal at a known report of a run, which then ends here
+    if (const int sig = stopping ? 0 : test_interrupt_due(finished)) {
+      std::raise(sig); // the command's handler: the server stops, as on a signal from outside
+      stop();
+      stopping = true;
     }
     if (stopping)
       throw Error("the server is stopping");
@@ -204,7 +217,10 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Ticket>> batch) {
     done["images"] = columns(out.data() + size_t(a) * T, k.job_.rows, T, 0, last);
     if (k.job_.kind == Kind::Score)
       done["bits_per_dim"] = -log_prob[size_t(a)] / (double(c.positions()) * std::log(2.0));
-    else if (k.shown_ < last) { // the last columns, for a client that follows the growth
+    else
+      done["temperature"] = k.job_.temperature;
+    if (k.job_.kind != Kind::Score &&
+        k.shown_ < last) { // the last columns, for a client that follows the growth
       nlohmann::json grow = merged;
       grow["from"] = k.shown_ + 1;
       grow["to"] = last;

@@ -1,12 +1,17 @@
 // Connections (connections.h): a thread per connection, a cap, and the watchdog's deadlines.
 #include "connections.h"
 
+#include <cerrno>
 #include <dirent.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <system_error>
 
 namespace tarnn::serve {
 
@@ -56,7 +61,7 @@ bool Connections::find_new(int &fd, Peer &peer) const {
       continue;
     int local = -1;
     Peer p;
-    if (!describe(candidate, local, p) || local != port_)
+    if (relayed_.count(candidate) || !describe(candidate, local, p) || local != port_)
       continue;
     const auto it = conns_.find(p);
     if (it != conns_.end() && it->second.fd == candidate)
@@ -109,7 +114,65 @@ void Connections::headers_read(const httplib::Request &req, bool has_body) {
   set_phase(req, has_body ? Phase::Body : Phase::Answering);
 }
 
-void Connections::body_read(const httplib::Request &req) { set_phase(req, Phase::Answering); }
+void Connections::answering(const httplib::Request &req) {
+  set_phase(req, Phase::Answering);
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = conns_.find({req.remote_addr, req.remote_port});
+  if (it == conns_.end() || it->second.relayed)
+    return;
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+    return; // answered directly, as before
+  const int fd = it->second.fd, client = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (client < 0 || ::dup3(pair[0], fd, O_CLOEXEC) < 0) {
+    ::close(pair[0]), ::close(pair[1]);
+    if (client >= 0)
+      ::close(client);
+    return;
+  }
+  ::close(pair[0]); // httplib's descriptor is that end now
+  // a client that reads nothing holds the relay no longer than httplib's own writes wait
+  const timeval wait{10, 0};
+  ::setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof wait);
+  it->second.relayed = true;
+  relayed_.insert(client);
+  ++threads_; // the server stops once the relay has sent all
+  try {
+    std::thread([this, from = pair[1], client] { relay(from, client); }).detach();
+  } catch (const std::system_error &) { // no thread: the pair closed, httplib's writes fail
+    relayed_.erase(client);
+    --threads_;
+    ::close(pair[1]), ::close(client);
+  }
+}
+
+void Connections::relay(int from, int client) {
+  char buf[16384];
+  for (;;) {
+    ssize_t n = ::read(from, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break; // httplib has sent all and closed its end
+    for (ssize_t at = 0; n > 0 && at < n;) {
+      const ssize_t w = ::send(client, buf + at, size_t(n - at), MSG_NOSIGNAL);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w <= 0)
+        n = 0; // the client has gone
+      else
+        at += w;
+    }
+    if (n == 0)
+      break;
+  }
+  ::close(from);
+  std::lock_guard<std::mutex> done(mutex_);
+  relayed_.erase(client);
+  ::close(client);
+  if (--threads_ == 0)
+    all_closed_.notify_all();
+}
 
 int Connections::open() const {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -14,6 +14,7 @@
 #include <httplib.h>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -35,8 +36,14 @@ public:
 
   // A request's line and headers are in: its body, if it has one, gets its own deadline.
   void headers_read(const httplib::Request &req, bool has_body);
-  // Its body is in: no deadline while the answer is made and sent (streams last long).
-  void body_read(const httplib::Request &req);
+  // Its request is read (or refused unread): no deadline while the answer is made and sent
+  // (streams last long), and the answer goes out through a relay. httplib checks before each
+  // write that the client has not left, by peeking at its socket, and takes a client that only
+  // closed its sending side (shutdown(SHUT_WR): nc -N, a script that says it has sent all) for
+  // one that left: it answered nothing. httplib's descriptor becomes one end of a socket pair,
+  // whose only end of input is the relay's; the relay's thread copies what httplib writes to
+  // the client, and closes the pair (httplib's next write fails) when the client has gone.
+  void answering(const httplib::Request &req);
 
   int open() const; // connections open now
 
@@ -47,19 +54,23 @@ private:
     int fd;
     Phase phase;
     Clock::time_point deadline;
+    bool relayed = false; // fd is a socket pair's end now (answering)
   };
 
   // The socket accept() just returned: the one connected socket on our port not yet known.
   bool find_new(int &fd, Peer &peer) const;
   void set_phase(const httplib::Request &req, Phase phase);
   void watch();
+  // Copies `from` (the pair's end) to `client` until either ends, then closes both.
+  void relay(int from, int client);
 
   const int port_, max_open_;
   const Clock::duration deadline_;
   mutable std::mutex mutex_;
   std::condition_variable all_closed_, stop_watching_;
   std::map<Peer, Conn> conns_;
-  int threads_ = 0; // connection threads still running
+  std::set<int> relayed_; // the clients' sockets the relays hold: not new connections
+  int threads_ = 0;       // connection threads still running
   bool stopping_ = false;
   std::thread watchdog_;
 };

@@ -6,6 +6,7 @@
 #include "../io/json_limits.h"
 #include "tarnn/error.h"
 #include "tarnn/jobs.h"
+#include "tarnn/run.h"
 
 namespace tarnn::serve {
 
@@ -19,12 +20,12 @@ using nlohmann::json;
 json parse_object(const std::string &body) {
   if (body.find_first_not_of(" \t\r\n") == std::string::npos)
     bad("request: the body is empty: a JSON object is expected (docs/SERVE.md)");
-  try {
-    check_json_depth("request", body.data(), body.size(), 8);
+  json j;
+  try { // its nesting bounded, and no field given twice
+    j = parse_json("request", body.data(), body.size(), 8);
   } catch (const Error &e) {
     bad(e.what());
   }
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
     bad("request: not valid JSON");
   if (!j.is_object())
@@ -53,6 +54,22 @@ uint64_t number(const json &j, const char *field, uint64_t lo, uint64_t hi, uint
       std::to_string(hi) + "] (got " + short_json(v) + ")");
 }
 
+// The sampler's temperature: a JSON number, finite and above 0 as a float (tarnn/run.h:
+// sampling_temperature), or 1.
+double temperature(const json &j) {
+  if (!j.contains("temperature"))
+    return 1.0;
+  const json &v = j["temperature"];
+  if (!v.is_number())
+    bad("temperature must be a finite number above 0 (got " + short_json(v) + ")");
+  try {
+    sampling_temperature(v.get<double>());
+  } catch (const Error &e) {
+    bad(std::string(e.what()).substr(2)); // without the command's "--"
+  }
+  return v.get<double>();
+}
+
 // The T bytes of an image (or a mask) in base64.
 std::vector<uint8_t> image_field(const json &j, const char *field, const Config &c) {
   if (!j.contains(field))
@@ -69,7 +86,7 @@ std::vector<uint8_t> image_field(const json &j, const char *field, const Config 
 }
 
 Job complete(const json &j, const Config &c) {
-  only_fields(j, {"image", "mask", "keep_rows", "samples", "seed"});
+  only_fields(j, {"image", "mask", "keep_rows", "samples", "seed", "temperature"});
   Job job;
   job.kind = Kind::Complete;
   const std::vector<uint8_t> image = image_field(j, "image", c);
@@ -83,16 +100,18 @@ Job complete(const json &j, const Config &c) {
     const uint64_t rows = number(j, "keep_rows", 0, uint64_t(c.height), uint64_t(c.height / 2));
     std::fill_n(known.begin(), rows * uint64_t(c.width) * uint64_t(c.channels), 1);
   }
-  bool unknown = false;
   for (size_t t = 0; t < T; ++t) {
     known[t] = known[t] != 0;
     job.known_bytes += known[t];
-    unknown = unknown || (t > 0 && !known[t]);
   }
-  if (!unknown)
-    bad("the mask leaves nothing to generate");
+  try {
+    check_leaves_work(known.data(), T);
+  } catch (const Error &e) {
+    bad(e.what());
+  }
   job.rows = int64_t(number(j, "samples", 1, kMaxSamples, uint64_t(kDefaultSamples)));
   job.seed = number(j, "seed", 0, UINT64_MAX, kDefaultSeed);
+  job.temperature = temperature(j);
   for (int64_t k = 0; k < job.rows; ++k) {
     job.given.insert(job.given.end(), image.begin(), image.end());
     job.known.insert(job.known.end(), known.begin(), known.end());
@@ -102,11 +121,12 @@ Job complete(const json &j, const Config &c) {
 }
 
 Job sample(const json &j, const Config &c) {
-  only_fields(j, {"n", "seed"});
+  only_fields(j, {"n", "seed", "temperature"});
   Job job;
   job.kind = Kind::Sample;
   job.rows = int64_t(number(j, "n", 1, kMaxSamples, 16));
   job.seed = number(j, "seed", 0, UINT64_MAX, kDefaultSeed);
+  job.temperature = temperature(j);
   job.given.assign(size_t(job.rows) * size_t(c.bytes_per_image()), 0);
   job.known = job.given; // nothing known: every byte drawn
   for (int64_t i = 0; i < job.rows; ++i)

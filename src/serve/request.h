@@ -33,15 +33,17 @@ struct Job {
   uint64_t seed = 0;
   std::vector<uint8_t> given, known; // [rows, T]
   std::vector<uint64_t> images;      // [rows] RNG image index of each row (all under `seed`)
+  double temperature = 1.0;          // the sampler's, as given (docs/SPEC.md section 2)
   int64_t known_bytes = 0;           // of one image (complete)
 };
 
 // The body of POST /api/complete, /api/sample or /api/score. Throws RequestError (400) naming the
 // field: malformed JSON, an unknown or missing field, a wrong type, a number out of range, an
 // image or mask of the wrong size, nothing left to generate.
-//   complete: {"image": B64, "mask": B64 | "keep_rows": R, "samples": 1..64 (4), "seed": S (0)};
-//             the defaults are every front end's (tarnn/jobs.h: kDefaultSamples, kDefaultSeed)
-//   sample:   {"n": 1..64 (16), "seed": S (0)}
+//   complete: {"image": B64, "mask": B64 | "keep_rows": R, "samples": 1..64 (4), "seed": S (0),
+//              "temperature": T (1)}; the defaults are every front end's (tarnn/jobs.h:
+//              kDefaultSamples, kDefaultSeed)
+//   sample:   {"n": 1..64 (16), "seed": S (0), "temperature": T (1)}
 //   score:    {"image": B64}
 // B64: base64 of the T bytes of an image in raster order (a mask: nonzero = known).
 Job parse_request(Kind kind, const std::string &body, const Config &c);

@@ -32,7 +32,8 @@ using nlohmann::json;
 
 void send_json(httplib::Response &res, int status, const json &j) {
   res.status = status;
-  res.set_content(j.dump(), "application/json");
+  // bytes that are not UTF-8 (a header quoted in an error) as U+FFFD, not an exception
+  res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
 void send_error(httplib::Response &res, int status, const std::string &message) {
@@ -154,7 +155,8 @@ public:
             {"width", c.width},
             {"channels", c.channels},
             {"positions", c.positions()},
-            {"device", engine_.device()},
+            {"device", name(engine_.options().device)}, // cpu or cuda, as every JSON's
+            {"device_name", engine_.device()},
             {"precision", name(engine_.options().precision)},
             {"state", name(engine_.options().state)},
             {"max_samples", serve::kMaxSamples},
@@ -276,14 +278,17 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
        {"Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'"}});
   for (const PageFile &f : page_files()) {
     const std::string path = std::string(f.name) == "index.html" ? "/" : "/" + std::string(f.name);
-    http.Get(path, [&f](const httplib::Request &, httplib::Response &res) {
+    http.Get(path, [&f, &connections](const httplib::Request &req, httplib::Response &res) {
+      connections->answering(req);
       res.set_content(f.data, size_t(f.size), content_type(f.name));
     });
   }
-  http.Get("/api/info", [&](const httplib::Request &, httplib::Response &res) {
+  http.Get("/api/info", [&](const httplib::Request &req, httplib::Response &res) {
+    connections->answering(req);
     send_json(res, 200, api.info());
   });
-  http.Get("/api/stats", [&](const httplib::Request &, httplib::Response &res) {
+  http.Get("/api/stats", [&](const httplib::Request &req, httplib::Response &res) {
+    connections->answering(req);
     send_json(res, 200, api.stats());
   });
   const std::pair<const char *, Kind> routes[] = {{"/api/complete", Kind::Complete},
@@ -292,15 +297,17 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
   for (const auto &[path, kind] : routes) {
     const Kind k = kind;
     http.Post(path, [&api, &connections, k](const httplib::Request &req, httplib::Response &res) {
-      connections->body_read(req); // no deadline while it is answered
+      connections->answering(req); // no deadline while it is answered
       api.run(k, req, res);
     });
-    http.Get(path, [](const httplib::Request &req, httplib::Response &res) {
+    http.Get(path, [&connections](const httplib::Request &req, httplib::Response &res) {
+      connections->answering(req);
       res.set_header("Allow", "POST");
       send_error(res, 405, req.path + " takes a POST with a JSON body (docs/SERVE.md)");
     });
   }
-  http.set_error_handler([](const httplib::Request &req, httplib::Response &res) {
+  http.set_error_handler([&connections](const httplib::Request &req, httplib::Response &res) {
+    connections->answering(req);
     if (res.body.empty()) // the handlers' own errors already carry JSON
       send_error(res, res.status,
                  res.status == 404 ? "no such page: " + req.path
@@ -330,10 +337,18 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
   http.set_pre_routing_handler([&](const httplib::Request &req, httplib::Response &res) {
     const std::string why = access.refusal(req);
     if (!why.empty()) {
-      send_error(res, 403, why);
+      send_error(res, 403, why); // (the error handler relays it)
       return httplib::Server::HandlerResponse::Handled;
     }
     const std::string length = req.get_header_value("Content-Length");
+    // Only digits: httplib reads "-1" as 2^64 - 1 and waited to skip that many bytes, unanswered
+    if (req.has_header("Content-Length") &&
+        (length.empty() || length.find_first_not_of("0123456789") != std::string::npos)) {
+      send_error(res, 400,
+                 "Content-Length must be the body's size in bytes, digits only (got \"" +
+                     length.substr(0, 40) + "\")");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     // No length and no chunks: httplib would read the body until the client closes, answering
     // only when its 10 s read timeout ends
     if (req.method == "POST" && length.empty() && !req.has_header("Transfer-Encoding")) {
@@ -341,9 +356,7 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
       return httplib::Server::HandlerResponse::Handled;
     }
     // The declared length against the limit now, not after waiting for (and skipping) the body.
-    const bool digits =
-        !length.empty() && length.find_first_not_of("0123456789") == std::string::npos;
-    if (digits && (length.size() > 12 || std::stoll(length) > int64_t(kMaxBodyBytes))) {
+    if (!length.empty() && (length.size() > 12 || std::stoll(length) > int64_t(kMaxBodyBytes))) {
       send_error(res, 413, "request body over " + std::to_string(kMaxBodyBytes) + " bytes");
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -357,6 +370,7 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
         res.set_header("Access-Control-Allow-Methods", "GET, POST");
         res.set_header("Access-Control-Allow-Headers", "Content-Type");
         res.status = 204;
+        connections->answering(req);
         return httplib::Server::HandlerResponse::Handled;
       }
     }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# tarnn --device cuda end to end. With a GPU: it samples, scores and benchmarks. Without one (or
-# without a CUDA build): each command is one line on stderr naming why, a non-zero exit, and no
-# output file; those checks pass, then the script exits 77 and ctest reports it skipped.
+# tarnn --device cuda end to end. With a GPU: it samples, scores and benchmarks. On the emulated
+# device (-DTARNN_CUDA_EMULATOR=ON) the same, and every device name says "emulated", and bench
+# counts the bytes each kernel moves. Without a device (or without a CUDA build): each command is
+# one line on stderr naming why, a non-zero exit, and no output file; those checks pass, then the
+# script exits 77 and ctest reports it skipped.
 # usage: cuda_cli_test.sh TARNN SOURCE_DIR
 TARNN=$1
 SRC=$2
@@ -15,6 +17,18 @@ if [ $rc -eq 0 ]; then
   "$TARNN" score --device cuda --model "$SMALL" --images "$SMALL/inputs-idx-ubyte" >"$work/s" 2>&1 && ok || bad "score --device cuda: $(cat "$work/s")"
   "$TARNN" bench --device cuda --model "$SMALL" --batch 8 --steps 3 --json-file "$work/b.json" >"$work/b" 2>&1 && ok || bad "bench --device cuda: $(cat "$work/b")"
   grep -q images_per_second "$work/b.json" 2>/dev/null && ok || bad "bench --device cuda JSON"
+  if grep -q emulated "$work/b"; then # the emulated device never passes for a GPU
+    json() { "$PY" -c "import json,sys; j=json.load(open('$1')); sys.exit(not ($2))"; }
+    json "$work/b.json" "'emulated' in j['device_name'] and 'emulated' in j['machine']['gpu'] and \
+j['emulated_bytes_per_image_step'] > j['emulated_state_bytes_per_image_step'] > 0 and \
+j['emulated_kernels'][0]['launches_per_step'] > 0" && ok || bad "bench's JSON on the emulated device"
+    grep -q "emulated device: .* bytes per image-step" "$work/b" && ok || bad "bench's text: $(cat "$work/b")"
+    "$TARNN" sample --device cuda --model "$SMALL" -n 2 --quiet -o "$work/s.png" --json >"$work/s.json" &&
+      json "$work/s.json" "'emulated' in j['device_name']" && ok || bad "sample's JSON"
+    "$TARNN" info --device cuda --model "$SMALL" --json >"$work/i.json" 2>&1 &&
+      json "$work/i.json" "'emulated' in j['device_name']" && ok || bad "info's JSON"
+    "$TARNN" info --device cuda --model "$SMALL" | grep -q "^device .*emulated" && ok || bad "info"
+  fi
 else
   reason=$(cat "$work/err")
   echo "no CUDA run here: $reason"

@@ -44,15 +44,21 @@ munged --socket="$socket" --pid-file="$work/munge/munged.pid" --log-file="$work/
 export MUNGE_SOCKET=$socket # slurm's auth/munge reads the socket from its own option:
 echo "AuthInfo=socket=$socket" >>"$conf"
 slurmctld -f "$conf" && slurmd -f "$conf" || { echo "skipped: slurm daemons did not start"; exit 77; }
-cleanup() {
+cleanup() { # the daemons stopped, and gone (their ports free for the next run), then their files
   scancel --quiet -u root 2>/dev/null
-  kill "$(cat "$work/slurmd.pid" 2>/dev/null)" "$(cat "$work/slurmctld.pid" 2>/dev/null)" \
-    "$(cat "$work/munge/munged.pid" 2>/dev/null)" 2>/dev/null
-  sleep 1
+  local pids
+  pids=$(cat "$work/slurmd.pid" "$work/slurmctld.pid" "$work/munge/munged.pid" 2>/dev/null)
+  # shellcheck disable=SC2086
+  kill $pids 2>/dev/null
+  for pid in $pids; do # a guard of 60 s against a daemon that does not end
+    for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
-for _ in $(seq 60); do sinfo -h -o %T 2>/dev/null | grep -qE "idle|mixed" && break; sleep 0.5; done
+# polls below wait for states that come (a node up, a job done); their deadlines only guard
+# against a hang, generous for a slow or busy machine
+for _ in $(seq 600); do sinfo -h -o %T 2>/dev/null | grep -qE "idle|mixed" && break; sleep 0.5; done
 sinfo -h -o %T | grep -qE "idle|mixed" || { echo "skipped: the node did not come up: $(tail -3 "$work/slurmd.log")"; exit 77; }
 
 cat >"$work/array.sh" <<JOB
@@ -64,7 +70,8 @@ cat >"$work/array.sh" <<JOB
   --npy "$work/jobs/shard-\${SLURM_ARRAY_TASK_ID}.npy" --resume --quiet
 JOB
 job=$(sbatch --parsable "$work/array.sh") && ok || bad "sbatch: $job"
-for _ in $(seq 240); do [ -z "$(squeue -h -j "$job" 2>/dev/null)" ] && break; sleep 0.5; done
+for _ in $(seq 1200); do [ -z "$(squeue -h -j "$job" 2>/dev/null)" ] && break; sleep 0.5; done
+[ -z "$(squeue -h -j "$job" 2>/dev/null)" ] && ok || bad "the job array did not end within 10 minutes"
 for k in 0 1 2; do
   [ -s "$work/jobs/shard-$k.npy" ] && ok || bad "task $k wrote no shard: $(cat "$work/jobs/"*_$k.out 2>/dev/null)"
 done

@@ -24,44 +24,30 @@ else
 fi
 
 # --- progress when stderr is not a terminal (a log, a batch job): a plain line every
-# TARNN_PROGRESS_SECONDS (10 by default) with count, rate and ETA, no \r; --quiet silences it
+# TARNN_PROGRESS_SECONDS (10 by default) and at each batch's end, with count, rate and ETA, no \r;
+# --quiet silences it
 # --- an interrupt keeps every finished batch: the message counts the images on disk, which are
 # the uninterrupted run's first ones, and --resume gives the bytes of an uninterrupted run
 # (8 images in batches of 2 in release; in a sanitized build, where an MNIST image takes
-# seconds, 4 in batches of 1: interrupted after 2, the third being written)
+# seconds, 4 in batches of 1: interrupted after 2, the second being written). The run is
+# interrupted at a known point, whatever the machine's speed: TARNN_TEST_INTERRUPT_AFTER
+# (docs/ENVIRONMENT.md) raises SIGINT in it once 2 batches are done, as a Ctrl-C then would.
 N=8 B=2
 [ -n "${TARNN_TEST_SANITIZED:-}" ] && N=4 B=1
-set -m # background runs start with SIGINT at its default
-# interrupt_at COUNT CMD...: CMD in the background, a progress line every 0.1 s on $work/err,
-# SIGINT once its lines say COUNT are done (2 batches: the second is then being written); the exit
-rc=0
-interrupt_at() {
-  local want=$1
+interrupted_after() { # COUNT CMD...: CMD interrupted once COUNT of its outputs are done; exit in $rc
+  local after=$1
   shift
-  TARNN_PROGRESS_SECONDS=0.1 "$@" >"$work/out" 2>"$work/err" &
-  local pid=$! seen=0
-  for _ in $(seq 1200); do
-    seen=$(sed -nE 's|^([0-9]+)/[0-9]+ .*|\1|p' "$work/err" | tail -1)
-    [ "${seen:-0}" -ge "$want" ] && break
-    kill -0 $pid 2>/dev/null || break # ended already
-    sleep 0.05
-  done
-  kill -INT $pid
-  wait $pid
+  TARNN_TEST_INTERRUPT_AFTER=$after TARNN_PROGRESS_SECONDS=0.000001 "$@" >"$work/out" 2>"$work/err"
   rc=$?
 }
 expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/whole.npy" --out-dir "$work/whole" -o "$work/whole.png" --batch $B --threads 1 --quiet
-for _ in 1 2 3; do
-  rm -rf "$work/part.npy"* "$work/part" "$work/part.png"
-  interrupt_at $((2 * B)) "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" -o "$work/part.png" --batch $B --threads 1
-  [ $rc -eq 130 ] && break # interrupted mid-run (not after the end)
-done
+interrupted_after $((2 * B)) "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" -o "$work/part.png" --batch $B --threads 1
 [ $rc -eq 130 ] && ok || bad "interrupted run: exit $rc"
 grep -qE "^[0-9]+/$N images  [0-9.]+ images/s  ETA [0-9]+:[0-9]{2}:[0-9]{2}$" "$work/err" && ok || bad "no plain progress line: $(head -3 "$work/err")"
 grep -q $'\r' "$work/err" && bad "a progress line for a file holds \\r" || ok
 grep -qE "interrupted \(signal 2\): [0-9]+ of $N images written; the same command with --resume" "$work/err" && ok || bad "interrupted run: $(tail -1 "$work/err")"
 written=$(sed -nE 's/.*interrupted \(signal 2\): ([0-9]+) of.*/\1/p' "$work/err")
-[ "${written:-0}" -ge $((2 * B)) ] && ok || bad "finished batches lost: ${written:-?} written after $((2 * B)) images were done"
+expect_eq "${written:-?}" $((2 * B)) "the images written by a run interrupted after 2 batches"
 expect_eq "$(find "$work/part" -name '*.png' | wc -l)" "${written:-?}" "the interrupted message counts the PNGs on disk"
 grep -q "\"done\": ${written:-?}," "$work/part.npy.partial.json" && ok || bad "the run record: $(cat "$work/part.npy.partial.json")"
 for f in "$work/part"/*.png; do
@@ -78,6 +64,17 @@ sys.exit(not (len(part) >= keep and part[:keep] == whole[:keep]))" && ok || bad 
 R=(sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" -o "$work/part.png" --batch $B --threads 1 --resume)
 mkdir -p "$work/keep" && cp -r "$work/part.npy.partial" "$work/part.npy.partial.json" "$work/part" "$work/keep/"
 restore() { rm -rf "$work/part" && cp -r "$work/keep/part.npy.partial" "$work/keep/part.npy.partial.json" "$work/keep/part" "$work/"; }
+unchanged() { # WHAT: the partial, its record and the folder are as the interrupted run left them
+  cmp -s "$work/part.npy.partial" "$work/keep/part.npy.partial" && cmp -s "$work/part.npy.partial.json" "$work/keep/part.npy.partial.json" &&
+    diff -r "$work/part" "$work/keep/part" >/dev/null && ok || bad "$1 changed the interrupted run's outputs"
+}
+# finished work is never thrown away unasked: the same command without --resume is refused, in one
+# line naming --resume and --overwrite, and touches nothing; both flags at once are a usage error
+expect_error "$work/part, $work/part.npy: an interrupted run wrote ${written:-?} of $N images there (its record: $work/part.npy.partial.json): --resume goes on from there, --overwrite starts over and discards them" \
+  "$TARNN" "${R[@]:0:${#R[@]}-1}"
+unchanged "a run without --resume"
+expect_usage "--resume goes on with an interrupted run, --overwrite starts over: give one" "$TARNN" "${R[@]}" --overwrite
+unchanged "--resume --overwrite"
 $PY -c "
 import os
 header = os.path.getsize('$work/whole.npy') - $N * 784  # four bytes inside the first image
@@ -96,14 +93,15 @@ expect_error "images were written: remove both to start again" "$TARNN" "${R[@]}
 rm -rf "$work/part" && mv "$work/gone" "$work/part"
 # two runs on one output: the second is refused at once and touches nothing, whichever output
 # another process holds (flock(1) takes the lock a running tarnn holds; two resumes once raced)
+# (the holder says so through a FIFO once it has the lock, and keeps it until told: no timing)
+mkfifo "$work/locked" "$work/release"
 for held in "$work/part.npy.partial" "$work/part"; do
-  rm -f "$work/held"
-  flock "$held" -c "touch '$work/held'; sleep 60" &
+  flock "$held" -c "echo >'$work/locked'; read -r _ <'$work/release'" &
   holder=$!
-  for _ in $(seq 400); do [ -e "$work/held" ] && break; sleep 0.05; done
+  read -r _ <"$work/locked"
   expect_error "${held%.partial}: another tarnn run is writing it" "$TARNN" "${R[@]}"
-  kill -- -$holder 2>/dev/null
-  wait $holder 2>/dev/null
+  echo >"$work/release"
+  wait $holder
   cmp -s "$work/part.npy.partial" "$work/keep/part.npy.partial" && cmp -s "$work/part.npy.partial.json" "$work/keep/part.npy.partial.json" && ok || bad "a run refused by the lock on $held changed the output"
 done
 expect_ok "$TARNN" sample --model "$MNIST" -n $N --seed 9 --npy "$work/part.npy" --out-dir "$work/part" -o "$work/part.png" --batch $B --threads 1 --resume --json
@@ -112,6 +110,26 @@ cmp -s "$work/whole.npy" "$work/part.npy" && ok || bad "--resume: other bytes th
 diff -r "$work/whole" "$work/part" >/dev/null && ok || bad "--resume: other --out-dir files"
 # the grid holds the images written before the interruption, read back from the .npy's partial
 cmp -s "$work/whole.png" "$work/part.png" && ok || bad "--resume: another grid than an uninterrupted run"
+# --resume of a finished run does nothing and says so, in one line: no image sampled again (the
+# outputs' times unchanged); the grid, gone, is drawn again from the images there
+stamps() { stat -c '%n %y' "$work/part.npy" "$work/part"/*.png; }
+before=$(stamps)
+rm "$work/part.png"
+expect_ok "$TARNN" "${R[@]}"
+expect_eq "$(cat "$work/out")" "$work/part, $work/part.npy: already complete ($N images): nothing sampled; the grid drawn from them -> $work/part.png" "--resume of a finished run"
+[ ! -s "$work/err" ] && ok || bad "--resume of a finished run: $(cat "$work/err")"
+expect_eq "$(stamps)" "$before" "the finished run's outputs after --resume"
+cmp -s "$work/whole.png" "$work/part.png" && ok || bad "--resume of a finished run: another grid"
+expect_ok "$TARNN" "${R[@]}" --json
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['resumed_at'] == j['images'] == $N and j['images_per_second'] == 0))" && ok || bad "--resume of a finished run, --json: $(cat "$work/out")"
+# --overwrite starts over: the partial and its record discarded, a whole run's bytes
+O=(sample --model "$SMALL" -n 8 --seed 2 --batch 2 --npy "$work/o.npy" --out-dir "$work/o")
+expect_ok "$TARNN" sample --model "$SMALL" -n 8 --seed 2 --npy "$work/o1.npy" --quiet
+interrupted_after 4 "$TARNN" "${O[@]}" --quiet
+expect_error "--overwrite starts over" "$TARNN" "${O[@]}"
+expect_ok "$TARNN" "${O[@]}" --overwrite --json
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(j['resumed_at'] != 0)" && ok || bad "--overwrite resumed: $(cat "$work/out")"
+cmp -s "$work/o.npy" "$work/o1.npy" && [ ! -e "$work/o.npy.partial.json" ] && ok || bad "--overwrite: not a whole run's bytes, or its record left"
 TARNN_PROGRESS_SECONDS=0.05 "$TARNN" sample --model "$MNIST" -n 2 --batch 1 --threads 1 --out-dir "$work/q" --quiet >/dev/null 2>"$work/err" && ok || bad "--quiet run failed"
 [ ! -s "$work/err" ] && ok || bad "--quiet wrote progress: $(head -2 "$work/err")"
 expect_error "TARNN_PROGRESS_SECONDS must be a number of seconds" env TARNN_PROGRESS_SECONDS=soon "$TARNN" sample --model "$SMALL" -n 2 --out-dir "$work/x"
@@ -119,20 +137,47 @@ expect_error "TARNN_PROGRESS_SECONDS must be a number of seconds" env TARNN_PROG
 # complete in batches (one image's completions each here): the same, for its --out-dir
 C=(complete --model "$MNIST" --images "$work/whole.npy" --index 0-2 --samples 2 --seed 5 --batch 2 --threads 1)
 expect_ok "$TARNN" "${C[@]}" -o "$work/cw.png" --out-dir "$work/cwhole" --quiet
-for _ in 1 2 3; do
-  rm -rf "$work/cpart" "$work/cp.png" # a try that ran to the end left its grid
-  interrupt_at 4 "$TARNN" "${C[@]}" -o "$work/cp.png" --out-dir "$work/cpart"
-  [ $rc -eq 130 ] && break
-done
+interrupted_after 4 "$TARNN" "${C[@]}" -o "$work/cp.png" --out-dir "$work/cpart"
 [ $rc -eq 130 ] && ok || bad "interrupted complete: exit $rc"
 written=$(sed -nE 's/.*interrupted \(signal 2\): ([0-9]+) of 6 completions written to .*/\1/p' "$work/err")
-[ "${written:-0}" -ge 4 ] && ok || bad "complete lost finished batches: $(tail -1 "$work/err")"
+expect_eq "${written:-?}" 4 "complete's completions written when interrupted after 4: $(tail -1 "$work/err")"
 expect_eq "$(find "$work/cpart" -name '*.png' | wc -l)" "${written:-?}" "complete's interrupted message counts the PNGs on disk"
 for f in "$work/cpart"/*.png; do
   cmp -s "$f" "$work/cwhole/$(basename "$f")" || bad "complete $(basename "$f"): not the uninterrupted run's"
 done
 [ ! -e "$work/cp.png" ] && ok || bad "an interrupted complete wrote its grid"
-set +m
+# its --out-dir is resumable as sample's: refused without --resume, then resumed, then finished
+expect_error "$work/cpart: an interrupted run wrote 4 of 6 completions there (its record: $work/cpart/.tarnn-complete.json): --resume goes on from there, --overwrite starts over" \
+  "$TARNN" "${C[@]}" -o "$work/cp.png" --out-dir "$work/cpart"
+expect_ok "$TARNN" "${C[@]}" -o "$work/cp.png" --out-dir "$work/cpart" --resume --json --quiet
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(j['resumed_at'] != 4)" && ok || bad "complete --resume: $(cat "$work/out")"
+diff -r "$work/cwhole" "$work/cpart" >/dev/null && cmp -s "$work/cw.png" "$work/cp.png" && ok || bad "complete --resume: not the uninterrupted run's bytes"
+before=$(stat -c '%n %y' "$work/cpart"/*)
+expect_ok "$TARNN" "${C[@]}" -o "$work/cp.png" --out-dir "$work/cpart" --resume
+expect_eq "$(cat "$work/out")" "$work/cpart: already complete (6 completions): nothing completed; the grid drawn from them -> $work/cp.png" "complete --resume of a finished run"
+expect_eq "$(stat -c '%n %y' "$work/cpart"/*)" "$before" "complete's finished PNGs after --resume"
+cmp -s "$work/cw.png" "$work/cp.png" && ok || bad "complete --resume of a finished run: another grid"
+# at --temperature 0.7 its record holds the temperature: a resume at another one (1, the default,
+# which a record leaves out) is refused and touches nothing; at 0.7 it gives the uninterrupted
+# run's bytes, with no -o. A run stopped before its first completion leaves no folder it made
+# (OutputFolder) and says there is nothing to resume
+T=(complete --model "$SMALL" --images "$SMALL/inputs-idx-ubyte" --index 0-2 --samples 2 --seed 5 --batch 2 --threads 1)
+expect_ok "$TARNN" "${T[@]}" --temperature 0.7 --out-dir "$work/tw" --quiet
+interrupted_after 4 "$TARNN" "${T[@]}" --temperature 0.7 --out-dir "$work/tp"
+[ $rc -eq 130 ] && grep -q '"temperature": 0.7' "$work/tp/.tarnn-complete.json" && ok || bad "complete at T = 0.7 interrupted: exit $rc, record $(cat "$work/tp/.tarnn-complete.json")"
+before=$(stat -c '%n %y %s' "$work/tp"/* "$work/tp/.tarnn-complete.json")
+expect_error "tp/.tarnn-complete.json: was written by another run (temperature differs)" "$TARNN" "${T[@]}" --out-dir "$work/tp" --resume
+expect_eq "$(stat -c '%n %y %s' "$work/tp"/* "$work/tp/.tarnn-complete.json")" "$before" "a resume at another temperature: the outputs"
+expect_ok "$TARNN" "${T[@]}" --temperature 0.7 --out-dir "$work/tp" --resume --json --quiet
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['resumed_at'] == 4 and j['temperature'] == 0.7))" && ok || bad "complete --resume at T = 0.7: $(cat "$work/out")"
+diff -r "$work/tw" "$work/tp" >/dev/null && ok || bad "complete --resume at T = 0.7: not the uninterrupted run's bytes"
+interrupted_after 0 "$TARNN" "${T[@]}" --temperature 0.7 --out-dir "$work/t0"
+expect_eq "$rc $(tail -1 "$work/err")" "130 tarnn: interrupted (signal 2) after 0 of 6 completions: nothing written" "complete interrupted before its first completion"
+[ ! -e "$work/t0" ] && ok || bad "complete interrupted before its first completion left its --out-dir"
+interrupted_after 0 "$TARNN" sample --model "$SMALL" -n 4 --out-dir "$work/s0" --npy "$work/s0.npy"
+expect_eq "$rc $(tail -1 "$work/err")" "130 tarnn: interrupted (signal 2) after 0 of 4 images: nothing written" "sample interrupted before its first image"
+expect_eq "$(ls -A "$work" | grep -c '^s0')" 0 "what a sample interrupted before its first image left"
+expect_error "TARNN_TEST_INTERRUPT_AFTER must be N or N:TERM" env TARNN_TEST_INTERRUPT_AFTER=soon "$TARNN" sample --model "$SMALL" -n 2 --out-dir "$work/x"
 echo '{"model": "x", "done": 1}' >"$work/r.npy.partial.json"
 expect_error "written by another run" "$TARNN" sample --model "$SMALL" -n 8 --seed 1 --npy "$work/r.npy" --resume
 expect_error "a grid alone is not resumable" "$TARNN" sample --model "$SMALL" -n 8 -o "$work/g.png" --resume
@@ -197,11 +242,12 @@ j = json.load(open('$work/out'))
 sys.exit(not (j['schema_version'] == 3 and j['tarnn_version'] and j['time'] and json.load(open('$work/j.json')) == j))" && ok || bad "$cmd --json: $(head -c 300 "$work/out")"
 done
 
-# --- progress: count, rate and ETA on a terminal; nothing with --quiet
+# --- progress: tqdm's bar on a terminal (tests/cli/frictions_test.sh: its figures); nothing with
+# --quiet
 script -qec "$TARNN sample --model $MNIST -n 4 --batch 2 --threads 1 --out-dir $work/pr" /dev/null >"$work/tty" 2>&1
-grep -qE "[0-9]+/4 images +[0-9.]+ images/s +(ETA [0-9]+:[0-9]{2}:[0-9]{2}|in [0-9]+ s)" "$work/tty" && ok || bad "no progress with ETA: $(tr '\r' '\n' <"$work/tty" | tail -3)"
+grep -qE "100%\|(█){10}\| 4/4 \[[0-9.]+ s, [0-9.]+ images/s\]" "$work/tty" && ok || bad "no progress bar: $(tr '\r' '\n' <"$work/tty" | tail -3)"
 script -qec "$TARNN sample --model $MNIST -n 2 --quiet --out-dir $work/pq" /dev/null >"$work/tty" 2>&1
-grep -q "ETA" "$work/tty" && bad "--quiet drew progress" || ok
+grep -qE "ETA|%\|" "$work/tty" && bad "--quiet drew progress" || ok
 
 # --- names: "1 image"; a model found by name where it is installed (tests/install)
 expect_ok "$TARNN" sample --model "$SMALL" -n 1 --out-dir "$work/one"

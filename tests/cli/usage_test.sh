@@ -80,7 +80,8 @@ fields() { # JSON_FILE PYTHON_CONDITION...: the common fields, then the command'
   $PY - "$@" <<'PYEOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
-common = {"schema_version": 3, "device": "cpu", "precision": "bf16", "state": "fp32", "threads": 2}
+common = {"schema_version": 3, "device": "cpu", "precision": "bf16", "state": "fp32", "threads": 2,
+          "threads_from": "--threads"}
 wrong = {k: j.get(k) for k, v in common.items() if j.get(k) != v or type(j.get(k)) is not type(v)}
 wrong.update({c: "false" for c in sys.argv[2:] if not eval(c, {"j": j})})
 assert not wrong, f"{sys.argv[1]}: {wrong}"
@@ -88,19 +89,39 @@ PYEOF
 }
 R=(--precision bf16 --threads 2 --json-file "$work/j.json")
 expect_ok "$TARNN" sample --model "$SMALL" -n 2 --out-dir "$work/s" "${R[@]}"
-fields "$work/j.json" "j['images'] == 2 and j['seed'] == 0 and j['first'] == 0" \
+fields "$work/j.json" "j['images'] == 2 and j['seed'] == 0 and j['first'] == 0 and j['warnings'] == []" \
   "j['device_name'].startswith('cpu')" && ok || bad "sample JSON"
 expect_ok "$TARNN" score --model "$SMALL" --images "$IDX" "${R[@]}"
-fields "$work/j.json" "j['images'] == len(j['per_image']) > 0 and j['bits_per_dim'] > 0" && ok || bad "score JSON"
+fields "$work/j.json" "j['images'] == len(j['per_image']) > 0 and j['bits_per_dim'] > 0" \
+  "j['warnings'] == []" && ok || bad "score JSON"
 expect_ok "$TARNN" complete --model "$SMALL" --images "$IDX" --index 0-1 -o "$X" "${R[@]}"
 fields "$work/j.json" "j['known_bytes'] == 16 and j['bytes_per_image'] == 40" \
-  "j['index'] == [0, 1] and j['samples'] == 4 and j['seed'] == 0" && ok || bad "complete JSON"
+  "j['index'] == [0, 1] and j['samples'] == 4 and j['seed'] == 0 and j['warnings'] == []" \
+  && ok || bad "complete JSON"
 expect_ok "$TARNN" bench --model "$SMALL" --batch 2 --steps 2 "${R[@]}"
 fields "$work/j.json" "j['batch'] == 2 and j['machine']['threads'] == 2" && ok || bad "bench JSON"
 expect_ok "$TARNN" bench --model "$SMALL" --complete -n 2 --samples 1 "${R[@]}"
 fields "$work/j.json" "j['complete']['completions_per_second'] > 0" && ok || bad "bench --complete JSON"
 expect_ok "$TARNN" info --model "$SMALL" --json
 $PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['schema_version'] == 3 and j['parameters'] > 0))" && ok || bad "info JSON"
+expect_ok "$TARNN" info --model "$SMALL" --device cpu --json # and the device a run would use
+$PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['device'] == 'cpu' and j['device_name'].startswith('cpu')))" && ok || bad "info --device JSON"
+fields "$work/j.json" "j['device_name'].startswith('cpu')" && ok || bad "bench JSON's device_name"
+# every core is the cores this process may use: one under taskset, said where it came from, and
+# "1 thread" in words; the JSON names the source (docs/JSON.md)
+if command -v taskset >/dev/null; then
+  one=$(taskset -pc $$ | sed 's/.*: //; s/[,-].*//') # the first core this shell may use
+  expect_ok taskset -c "$one" "$TARNN" bench --model "$SMALL" --steps 2 --batch 8 --json
+  $PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['threads'] == 1 and j['threads_from'] == 'affinity' and j['machine']['threads'] == 1))" \
+    && ok || bad "bench under taskset -c $one: $(grep threads "$work/out")"
+  expect_ok taskset -c "$one" "$TARNN" bench --model "$SMALL" --steps 2 --batch 8
+  grep -q ", 1 thread, " "$work/out" && ok || bad "one thread in words: $(head -1 "$work/out")"
+  expect_ok taskset -c "$one" "$TARNN" sample --model "$SMALL" -n 2 --out-dir "$work/t1" --json
+  $PY -c "import json,sys; j=json.load(open('$work/out')); sys.exit(not (j['threads'] == 1 and j['threads_from'] == 'affinity' and ', 1 thread,' in j['device_name']))" \
+    && ok || bad "sample under taskset -c $one: $(grep threads "$work/out")"
+else
+  echo "taskset checks skipped: no taskset here"
+fi
 
 # --- one set of defaults (tarnn/jobs.h): seed 0 and 4 completions per image, as Python's and the
 # server's (tests/python, tests/serve check theirs against these)

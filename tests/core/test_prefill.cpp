@@ -9,6 +9,7 @@
 #include "src/cpu/threads.h"
 #include "src/model/decoder.h"
 #include "src/model/prefill.h"
+#include "src/model/rollout.h"
 #include "tarnn/tarnn.h"
 #include "test_util.h"
 
@@ -62,7 +63,7 @@ TEST(Prefill, StateAfterTheKnownHalfIsTheSteppedState) {
     const StepBuffers b = step_buffers(memory.data(), layout);
     // on one thread, and on teams of 2 and 3 (GEMM and LayerNorm rows, attention heads split)
     for (int threads : {1, 2, 3}) {
-      WorkerTeam team(threads);
+      WorkerTeam team(threads, false);
       PrefillOps pre(c, w.view(), b, CpuKernels{}, threads > 1 ? &team : nullptr);
       std::vector<float> last;
       prefill_one(pre, c, img.image(0), P, last);
@@ -135,4 +136,52 @@ TEST(Prefill, LeadingRunIsTheCommonKnownPrefix) {
   EXPECT_EQ(leading_run(c, job, 0, 2), 1); // nothing to gain: the steps do it
   job.given = nullptr;
   EXPECT_EQ(leading_run(c, job, 0, 2), 0);
+}
+
+// Issue 42, point 5: score answered Ctrl-C only after a whole chunk's prefill (a 256-image batch:
+// 9.6 s on one thread), since the rollout reported only after it. The prefill reports after each
+// image, and a stop asked for there is taken there: the first report, which stops the rollout
+// here, comes after one image's positions, not after the chunk's.
+TEST(Prefill, AStopIsTakenAfterTheImageItIsOn) {
+  const Model m = load_model(small_golden());
+  const Config &c = m.config;
+  const CpuWeights w(m, Precision::Fp32);
+  const int n = 8, L = c.positions();
+  const BatchLayout layout = batch_layout(c, n, StateFormat::Fp32);
+  std::vector<double> memory(layout.total / 8 + 1);
+  const BatchLayout pre_layout = batch_layout(c, L, StateFormat::Fp32, 1);
+  std::vector<double> pre_memory(pre_layout.total / 8 + 1);
+  const StepBuffers b = step_buffers(memory.data(), layout);
+  const StepBuffers pre_b = step_buffers(pre_memory.data(), pre_layout);
+  const CpuKernels kernels{}; // (the ops keep references to the buffers and the kernels)
+  CpuOps ops(c, w.view(), b, kernels);
+  PrefillOps pre(c, w.view(), pre_b, kernels, nullptr);
+  const ImageSet in = noise(c, n, 17);
+  std::vector<uint8_t> out(in.bytes.size());
+  std::vector<double> log_prob(n);
+  Rollout job; // a score: every byte given
+  job.count = n;
+  job.given = in.bytes.data();
+  job.out = out.data();
+  job.log_prob = log_prob.data();
+  struct Stop {};
+  std::vector<int64_t> reports;
+  EXPECT_THROW(rollout(
+                   ops, c, job,
+                   [&](int64_t done) {
+                     reports.push_back(done);
+                     throw Stop{};
+                   },
+                   8, &pre),
+               Stop);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0], L) << "the first report came after " << reports[0] / L << " images";
+  // undisturbed, the reports count every image's positions, up to the chunk's
+  reports.clear();
+  rollout(
+      ops, c, job, [&](int64_t done) { reports.push_back(done); }, 8, &pre);
+  ASSERT_GE(reports.size(), size_t(n));
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(reports[size_t(r)], int64_t(r + 1) * L);
+  EXPECT_EQ(reports.back(), int64_t(n) * L);
 }

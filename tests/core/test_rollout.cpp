@@ -1,6 +1,7 @@
 // What a server relies on from a rollout: images of different runs merged into one batch (each
 // image its own RNG key) come out as each run alone would give them, and the images can be
 // watched as they grow (Rollout::grown), the columns shown being the final ones.
+#include <cmath>
 #include <gtest/gtest.h>
 #include <mutex>
 
@@ -23,11 +24,13 @@ Engine small_engine(int64_t batch, int threads) {
 // sampled).
 std::vector<uint8_t> run_alone(Engine &e, int64_t count, uint64_t seed, int64_t first,
                                const std::vector<uint8_t> *given = nullptr,
-                               const std::vector<uint8_t> *known = nullptr) {
+                               const std::vector<uint8_t> *known = nullptr,
+                               float temperature = 1.0f) {
   std::vector<uint8_t> out(size_t(count) * e.config().bytes_per_image());
   Rollout job;
   job.count = count;
   job.seed = seed;
+  job.temperature = temperature;
   job.first_index = first;
   job.given = given ? given->data() : nullptr;
   job.known = known ? known->data() : nullptr;
@@ -38,8 +41,9 @@ std::vector<uint8_t> run_alone(Engine &e, int64_t count, uint64_t seed, int64_t 
 
 } // namespace
 
-// Two runs (seed 5 images 3..5, seed 9 images 0..1) merged in one job, interleaved, give each
-// run's own images, whatever the batch and threads; sampling and completion (the prefill path).
+// Two runs (seed 5 images 3..5 at temperature 0.7, seed 9 images 0..1 at 1.3) merged in one job,
+// interleaved, give each run's own images, whatever the batch and threads; sampling and
+// completion (the prefill path).
 TEST(RolloutKeys, MergedRunsGiveEachRunsOwnImages) {
   Engine alone = small_engine(8, 1);
   const size_t T = size_t(alone.config().bytes_per_image());
@@ -54,13 +58,15 @@ TEST(RolloutKeys, MergedRunsGiveEachRunsOwnImages) {
     // run a: given rows 0..2; run b: rows 3..4; merged: a0 b0 a1 b1 a2
     const std::vector<uint8_t> ga(given.begin(), given.begin() + long(3 * T));
     const std::vector<uint8_t> gb(given.begin() + long(3 * T), given.end());
-    const std::vector<uint8_t> a = run_alone(alone, 3, 5, 3, complete ? &ga : nullptr, k);
-    const std::vector<uint8_t> b = run_alone(alone, 2, 9, 0, complete ? &gb : nullptr, k);
+    const std::vector<uint8_t> a = run_alone(alone, 3, 5, 3, complete ? &ga : nullptr, k, 0.7f);
+    const std::vector<uint8_t> b = run_alone(alone, 2, 9, 0, complete ? &gb : nullptr, k, 1.3f);
+    EXPECT_NE(a, run_alone(alone, 3, 5, 3, complete ? &ga : nullptr, k)) << "T = 0.7 and 1 alike";
     std::vector<uint8_t> merged;
     for (const int row : {0, 3, 1, 4, 2})
       merged.insert(merged.end(), given.begin() + long(row * T), given.begin() + long(row * T + T));
     g = complete ? &merged : nullptr;
     const std::vector<uint64_t> seeds = {5, 9, 5, 9, 5}, images = {3, 0, 4, 1, 5};
+    const std::vector<float> temperatures = {0.7f, 1.3f, 0.7f, 1.3f, 0.7f};
     for (const auto &[batch, threads] : {std::pair{5, 1}, {2, 1}, {5, 2}, {1, 3}}) {
       Engine e = small_engine(batch, threads);
       std::vector<uint8_t> out(5 * T);
@@ -69,6 +75,8 @@ TEST(RolloutKeys, MergedRunsGiveEachRunsOwnImages) {
       job.seed = 12345; // not used: every image has its own key
       job.seeds = seeds.data();
       job.images = images.data();
+      job.temperature = 5.0f; // not used either: every image has its own
+      job.temperatures = temperatures.data();
       job.given = g ? g->data() : nullptr;
       job.known = k ? k->data() : nullptr;
       job.out = out.data();
@@ -91,6 +99,35 @@ TEST(RolloutKeys, MergedRunsGiveEachRunsOwnImages) {
   half.out = out.data();
   half.seeds = &seed; // images missing
   EXPECT_THROW(e.run(half), Error);
+}
+
+// A temperature is a finite float above 0, for the job and for each image; per-image ones go with
+// per-image keys. Each refusal is an Error before any work.
+TEST(RolloutKeys, TemperaturesOutOfRangeAreRefused) {
+  Engine e = small_engine(4, 1);
+  std::vector<uint8_t> out(size_t(e.config().bytes_per_image()));
+  for (const float t : {0.0f, -1.0f, NAN, INFINITY, -0.0f}) {
+    Rollout job;
+    job.count = 1;
+    job.out = out.data();
+    job.temperature = t;
+    EXPECT_THROW(e.run(job), Error) << t;
+    const uint64_t seed = 1, image = 0;
+    job.temperature = 1.0f;
+    job.seeds = &seed;
+    job.images = &image;
+    job.temperatures = &t;
+    EXPECT_THROW(e.run(job), Error) << t;
+  }
+  const float t = 0.7f;
+  Rollout loose; // temperatures without per-image keys
+  loose.count = 1;
+  loose.out = out.data();
+  loose.temperatures = &t;
+  EXPECT_THROW(e.run(loose), Error);
+  EXPECT_THROW(sampling_temperature(1e-50), Error); // 0 as a float
+  EXPECT_THROW(sampling_temperature(1e39), Error);  // infinite as a float
+  EXPECT_EQ(sampling_temperature(0.7), 0.7f);
 }
 
 // Every call of `grown` shows columns [0, t] as they end up, t grows per image to the last

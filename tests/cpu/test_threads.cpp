@@ -1,35 +1,45 @@
 // src/cpu/threads.h: every index runs once per call, on its own thread, call after call; the
 // first failure comes back to the caller and the team stays usable; a pool lends its teams again.
+// src/cpu/cores.h: the cores this process may use, from its affinity and cgroup quota files.
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <unistd.h>
 
+#include "src/cpu/cores.h"
 #include "src/cpu/threads.h"
 #include "tarnn/error.h"
 
 using namespace tarnn;
 
 TEST(WorkerTeam, EveryIndexOncePerRunOnItsOwnThread) {
-  WorkerTeam team(3);
-  ASSERT_EQ(team.size(), 3);
-  for (int run = 0; run < 2000; ++run) { // many short calls, as a prefill's GEMMs
-    std::atomic<int> count[3] = {0, 0, 0};
-    std::thread::id ids[3];
-    team.run([&](int i) {
-      ++count[i];
-      ids[i] = std::this_thread::get_id();
-    });
-    ASSERT_EQ(count[0] + count[1] + count[2], 3) << "run " << run;
-    ASSERT_EQ(count[0], 1);
-    EXPECT_EQ(ids[0], std::this_thread::get_id()); // f(0) on the caller
-    ASSERT_EQ(std::set<std::thread::id>(ids, ids + 3).size(), 3u);
+  for (const bool spin : {true, false}) {
+    WorkerTeam team(3, spin);
+    ASSERT_EQ(team.size(), 3);
+    // many short calls, as a prefill's GEMMs (fewer spinning: 3 spinning threads on a machine
+    // with fewer free cores wait for each other's time slices)
+    for (int run = 0; run < (spin ? 200 : 2000); ++run) {
+      std::atomic<int> count[3] = {0, 0, 0};
+      std::thread::id ids[3];
+      team.run([&](int i) {
+        ++count[i];
+        ids[i] = std::this_thread::get_id();
+      });
+      ASSERT_EQ(count[0] + count[1] + count[2], 3) << "run " << run << ", spin " << spin;
+      ASSERT_EQ(count[0], 1);
+      EXPECT_EQ(ids[0], std::this_thread::get_id()); // f(0) on the caller
+      ASSERT_EQ(std::set<std::thread::id>(ids, ids + 3).size(), 3u);
+    }
   }
 }
 
 TEST(WorkerTeam, AFailureReachesTheCallerAndTheTeamGoesOn) {
-  WorkerTeam team(2);
+  WorkerTeam team(2, true);
   EXPECT_THROW(team.run([](int i) {
     if (i == 1)
       throw Error("helper failed");
@@ -45,18 +55,16 @@ TEST(WorkerTeam, AFailureReachesTheCallerAndTheTeamGoesOn) {
   EXPECT_EQ(done, 2);
 }
 
-TEST(WorkerTeam, HelpersThatSleptWakeForTheNextRun) {
-  WorkerTeam team(2);
+TEST(WorkerTeam, HelpersThatSleepWakeForTheNextRun) {
+  WorkerTeam team(2, false); // no spin: a helper sleeps as soon as its call is done
   std::atomic<int> done{0};
-  for (int run = 0; run < 3; ++run) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20)); // past the spin: asleep
+  for (int run = 0; run < 100; ++run)
     team.run([&](int) { ++done; });
-  }
-  EXPECT_EQ(done, 6);
+  EXPECT_EQ(done, 200);
 }
 
 TEST(TeamPool, LendsTheSameTeamAgainAndNewOnesWhenBusy) {
-  TeamPool pool;
+  TeamPool pool(true);
   WorkerTeam *first = nullptr, *second = nullptr;
   {
     const auto a = pool.lend(2);
@@ -71,4 +79,96 @@ TEST(TeamPool, LendsTheSameTeamAgainAndNewOnesWhenBusy) {
   std::atomic<int> done{0};
   again->run([&](int) { ++done; });
   EXPECT_EQ(done, 2);
+}
+
+// ---- cores.h ----------------------------------------------------------------------------------
+
+namespace {
+
+// A fixture folder standing for /sys/fs/cgroup: files written where named, removed at the end.
+struct CgroupRoot {
+  std::filesystem::path root = std::filesystem::temp_directory_path() /
+                               ("tarnn-cgroup-" + std::to_string(::getpid()) + "-" +
+                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  CgroupRoot() { std::filesystem::create_directories(root); }
+  ~CgroupRoot() { std::filesystem::remove_all(root); }
+  void file(const std::string &path, const std::string &text) const {
+    std::filesystem::create_directories((root / path).parent_path());
+    std::ofstream(root / path) << text << "\n";
+  }
+  double quota(const std::string &self_cgroup) const {
+    return cgroup_cpu_quota(root.string(), self_cgroup);
+  }
+};
+
+} // namespace
+
+TEST(Cores, CgroupV2QuotaIsTheSmallestOnThePathUp) {
+  CgroupRoot g;
+  g.file("cgroup.controllers", "cpuset cpu io memory pids");
+  g.file("cpu.max", "max 100000"); // (the root has none; a file saying so changes nothing)
+  g.file("job/cpu.max", "max 100000");
+  g.file("job/step/cpu.max", "150000 100000");
+  EXPECT_DOUBLE_EQ(g.quota("0::/job/step\n"), 1.5);
+  g.file("job/cpu.max", "50000 100000"); // a parent's limit binds its children
+  EXPECT_DOUBLE_EQ(g.quota("0::/job/step\n"), 0.5);
+  EXPECT_DOUBLE_EQ(g.quota("0::/\n"), 0); // the root: no quota
+  EXPECT_DOUBLE_EQ(g.quota("0::/other\n"), 0);
+  g.file("job/step/cpu.max", "max 100000");
+  g.file("job/cpu.max", "max 100000");
+  EXPECT_DOUBLE_EQ(g.quota("0::/job/step\n"), 0); // "max": none
+  for (const char *bad : {"abc 100000", "100000 0", "-5 100000", "", "100000"}) {
+    g.file("job/step/cpu.max", bad);
+    EXPECT_DOUBLE_EQ(g.quota("0::/job/step\n"), 0) << "cpu.max '" << bad << "'";
+  }
+}
+
+TEST(Cores, CgroupV1QuotaOfTheCpuHierarchy) {
+  CgroupRoot g; // no cgroup.controllers at the root: v1 (or hybrid: v2 without the cpu controller)
+  g.file("cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "200000");
+  g.file("cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000");
+  g.file("cpu,cpuacct/cpu.cfs_quota_us", "-1");
+  g.file("cpu,cpuacct/cpu.cfs_period_us", "100000");
+  const std::string self = "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/\n";
+  EXPECT_DOUBLE_EQ(g.quota(self), 2.0);
+  g.file("cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1");
+  EXPECT_DOUBLE_EQ(g.quota(self), 0); // -1: none
+  // a container that sees its own cgroup as the hierarchy's root, while /proc/self/cgroup names
+  // the host's path: the folders not there are passed over, up to the root's quota
+  CgroupRoot c;
+  c.file("cpu/cpu.cfs_quota_us", "300000");
+  c.file("cpu/cpu.cfs_period_us", "100000");
+  EXPECT_DOUBLE_EQ(c.quota("3:cpu:/kubepods/pod1/ctr\n"), 3.0);
+  EXPECT_DOUBLE_EQ(c.quota("3:memory:/kubepods/pod1/ctr\n"), 0); // no cpu controller named
+  EXPECT_DOUBLE_EQ(c.quota(""), 0);
+  EXPECT_DOUBLE_EQ(c.quota("garbage\n::\n"), 0);
+}
+
+TEST(Cores, TheQuotaRoundedBoundsTheAffinityNeverBelowOne) {
+  const UsableCores none = usable_cores(4, 0);
+  EXPECT_EQ(none.count, 4);
+  EXPECT_STREQ(none.from, "affinity");
+  for (const auto &[quota, want] : {std::pair{1.5, 2}, {0.2, 1}, {1.4, 1}, {3.0, 3}}) {
+    const UsableCores c = usable_cores(4, quota);
+    EXPECT_EQ(c.count, want) << quota;
+    EXPECT_STREQ(c.from, "cgroup quota") << quota;
+  }
+  const UsableCores wide = usable_cores(2, 8.0); // a quota above the affinity: the affinity's
+  EXPECT_EQ(wide.count, 2);
+  EXPECT_STREQ(wide.from, "affinity");
+  const UsableCores unknown = usable_cores(0, 0);
+  EXPECT_GE(unknown.count, 1);
+  EXPECT_STREQ(unknown.from, "hardware");
+}
+
+TEST(Cores, ThisProcessesAreItsAffinity) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof set, &set), 0);
+  const UsableCores c = usable_cores();
+  EXPECT_GE(c.count, 1);
+  EXPECT_LE(c.count, CPU_COUNT(&set)); // a quota may lower it, never raise it
+  if (std::string(c.from) == "affinity") {
+    EXPECT_EQ(c.count, CPU_COUNT(&set));
+  }
 }

@@ -1,8 +1,10 @@
 // The GPU suite: the CUDA backend against the CPU backend at the paper's MNIST size over all 783
 // positions (mixture parameters within 1e-3, bits/dim within 1e-4, sampled images identical in at
 // least 99.9% of pixels for the same seed), the state memory per image, and the bad-batch error.
-// (Each kernel against its CPU twin: tests/kernels/test_kernels.cpp.) Where there is no CUDA
-// device (or no CUDA build), every test skips with the reason, and ctest reports it skipped.
+// (Each kernel against its CPU twin: tests/kernels/test_kernels.cpp; the paths added since the
+// first GPU run: test_cuda_paths.cpp.) Where there is no CUDA device (or no CUDA build), every
+// test skips with the reason, and ctest reports it skipped. On the emulated device the MNIST-size
+// tests run a narrower model (gpu_suite.h).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,12 +12,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "gpu_suite.h"
 #include "src/cpu/cpu_ops.h"
-#include "src/cuda/cuda_backend.h"
-#include "src/engine/testing.h"
 #include "src/model/decoder.h"
-#include "tarnn/tarnn.h"
-#include "test_util.h"
 #include "threads_util.h"
 
 using namespace tarnn;
@@ -23,95 +22,26 @@ using namespace tarnn_test;
 
 namespace {
 
-// Empty where a device is usable, else why not ("no CUDA device: ...").
-const std::string &no_device() {
-  static const std::string why = [] {
-    try {
-      cuda_require_device();
-      return std::string();
-    } catch (const Error &e) {
-      return std::string(e.what());
-    }
-  }();
-  return why;
-}
-
-#define REQUIRE_CUDA_DEVICE()                                                                      \
-  do {                                                                                             \
-    if (!no_device().empty())                                                                      \
-      GTEST_SKIP() << no_device();                                                                 \
-  } while (0)
-
-class Announce : public ::testing::Environment {
-  void SetUp() override {
-    if (no_device().empty())
-      std::printf("[ GPU suite ] running on %s\n", cuda_require_device().c_str());
-    else
-      std::printf("[ GPU suite ] every test skips: %s\n", no_device().c_str());
-  }
-};
-const auto *announce = ::testing::AddGlobalTestEnvironment(new Announce);
-
-const Model &mnist() {
-  static const Model m = random_model(Config::mnist(), 42);
-  return m;
-}
-
-// What an engine is made with: the options, and the knob of CUDA graphs.
-struct On {
-  RunOptions run;
-  Knobs knobs;
-};
-
-On on(Device device, int64_t batch = 0, bool graph = true, Precision precision = Precision::Fp32) {
-  On o;
-  o.run.device = device;
-  o.run.batch = batch;
-  o.run.precision = precision;
-  o.knobs.graph = graph;
-  return o;
-}
+const auto *announce = ::testing::AddGlobalTestEnvironment(new AnnounceDevice);
 
 std::vector<uint8_t> cpu_sample(const Model &m, int64_t n, uint64_t seed) {
   Engine engine(m, on(Device::Cpu, n).run);
   return sample_images(engine, n, seed).bytes;
 }
 
-Outcome run_on(const On &o, const Model &m, int64_t n, uint64_t seed,
-               const uint8_t *given = nullptr, const uint8_t *known = nullptr, int64_t first = 0) {
-  Outcome r;
-  engine_with(m, o.run, o.knobs).run(r.job(m.config, n, seed, given, known, first));
-  return r;
-}
-
+// MNIST-size runs take mnist_positions() (all but under the sanitizers on the emulated device).
 Outcome cuda_run(const Model &m, int64_t n, uint64_t seed, const uint8_t *given = nullptr,
                  const uint8_t *known = nullptr, int64_t batch = 0, int64_t first = 0,
                  bool graph = true) {
-  return run_on(on(Device::Cuda, batch, graph), m, n, seed, given, known, first);
+  return run_on(on(Device::Cuda, batch, graph), m, n, seed, given, known, first,
+                &m == &mnist() ? mnist_positions() : -1);
 }
 
 Outcome cpu_run(const Model &m, int64_t n, uint64_t seed, const uint8_t *given = nullptr,
                 const uint8_t *known = nullptr) {
-  return run_on(on(Device::Cpu, n), m, n, seed, given, known);
+  return run_on(on(Device::Cpu, n), m, n, seed, given, known, 0,
+                &m == &mnist() ? mnist_positions() : -1);
 }
-
-double identical_fraction(const std::vector<uint8_t> &a, const std::vector<uint8_t> &b) {
-  size_t same = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    same += a[i] == b[i];
-  return double(same) / double(a.size());
-}
-
-// The top half of each of n images known: make_mask's default (the paper's Figure 3), n times.
-std::vector<uint8_t> top_halves(const Config &c, int n) {
-  const std::vector<uint8_t> one = make_mask({}, c);
-  std::vector<uint8_t> all;
-  for (int r = 0; r < n; ++r)
-    all.insert(all.end(), one.begin(), one.end());
-  return all;
-}
-
-double bpd(double log_prob, const Config &c) { return -log_prob / (c.positions() * std::log(2.0)); }
 
 } // namespace
 
@@ -149,7 +79,8 @@ TEST(CudaParity, MnistSizeMixtureParametersAndBitsPerDim) {
   REQUIRE_CUDA_DEVICE();
   const Model &m = mnist();
   const Config &c = m.config;
-  const int n = 8, T = c.bytes_per_image(), K3 = c.d_out();
+  const int n = mnist_images(8, 4), T = c.bytes_per_image(), K3 = c.d_out();
+  const int steps = mnist_positions() < 0 ? T - 1 : mnist_positions();
   const std::vector<uint8_t> images = cpu_sample(m, n, 5);
   const CpuWeights w(m, Precision::Fp32);
   Decoder<CpuOps> cpu(c, w.view(), n, StateFormat::Fp32);
@@ -157,7 +88,7 @@ TEST(CudaParity, MnistSizeMixtureParametersAndBitsPerDim) {
   std::vector<uint8_t> cur(n);
   std::vector<float> o_cpu(size_t(n) * K3), o_gpu(size_t(n) * K3);
   double worst = 0;
-  for (int t = 0; t + 1 < T; ++t) {
+  for (int t = 0; t < steps; ++t) {
     for (int r = 0; r < n; ++r)
       cur[r] = images[size_t(r) * T + t];
     cpu.step(t, cur.data(), o_cpu.data());
@@ -167,10 +98,10 @@ TEST(CudaParity, MnistSizeMixtureParametersAndBitsPerDim) {
   }
   EXPECT_LE(worst, 1e-3);
   std::printf("MNIST size: worst mixture-parameter difference %.3g over %d positions\n", worst,
-              T - 1);
+              steps);
 
   const Outcome a = cpu_run(m, n, 0, images.data()), b = cuda_run(m, n, 0, images.data());
-  EXPECT_EQ(b.images, images);
+  EXPECT_EQ(b.images, as_rolled(images, c, mnist_positions()));
   double worst_bpd = 0;
   for (int r = 0; r < n; ++r)
     worst_bpd = std::max(worst_bpd, std::fabs(bpd(a.log_prob[r], c) - bpd(b.log_prob[r], c)));
@@ -183,8 +114,8 @@ TEST(CudaParity, MnistSizeMixtureParametersAndBitsPerDim) {
 TEST(CudaParity, MnistSizeSamplesMatchTheCpuBackend) {
   REQUIRE_CUDA_DEVICE();
   const Model &m = mnist();
-  const int n = 64;
-  const std::vector<uint8_t> cpu = cpu_sample(m, n, 2024);
+  const int n = mnist_images(64, 8);
+  const std::vector<uint8_t> cpu = cpu_run(m, n, 2024).images;
   const Outcome gpu = cuda_run(m, n, 2024);
   const double same = identical_fraction(cpu, gpu.images);
   EXPECT_GE(same, 0.999);
@@ -194,13 +125,15 @@ TEST(CudaParity, MnistSizeSamplesMatchTheCpuBackend) {
 TEST(CudaParity, MaskedCompletionMatchesTheCpuBackend) {
   REQUIRE_CUDA_DEVICE();
   const Model &m = mnist();
-  const int n = 16;
+  const int n = mnist_images(16, 4);
   const std::vector<uint8_t> given = cpu_sample(m, n, 77);
   const std::vector<uint8_t> known = top_halves(m.config, n);
   const Outcome a = cpu_run(m, n, 78, given.data(), known.data());
   const Outcome b = cuda_run(m, n, 78, given.data(), known.data());
+  const std::vector<uint8_t> ran = as_rolled(std::vector<uint8_t>(known.size(), 1), m.config,
+                                             mnist_positions()); // the columns the run wrote
   for (size_t i = 0; i < known.size(); ++i)
-    if (known[i]) {
+    if (known[i] && ran[i]) {
       ASSERT_EQ(b.images[i], given[i]) << i;
     }
   EXPECT_GE(identical_fraction(a.images, b.images), 0.999);
@@ -234,7 +167,8 @@ TEST(CudaTf32, RunsAndStaysClose) {
   const int n = 4;
   const std::vector<uint8_t> images = cpu_sample(m, n, 5);
   const Outcome a = cpu_run(m, n, 0, images.data());
-  const Outcome b = run_on(on(Device::Cuda, 0, true, Precision::Tf32), m, n, 0, images.data());
+  const Outcome b = run_on(on(Device::Cuda, 0, true, Precision::Tf32), m, n, 0, images.data(),
+                           nullptr, 0, mnist_positions());
   for (int r = 0; r < n; ++r)
     EXPECT_NEAR(bpd(b.log_prob[r], m.config), bpd(a.log_prob[r], m.config), 0.02);
 }
@@ -248,13 +182,13 @@ TEST(CudaBf16, ScoresAsTheCpuBf16AndTheSameImagesForAnyBatch) {
   REQUIRE_CUDA_DEVICE();
   const Model small = load_model(small_golden());
   for (const Model *m : {&mnist(), &small}) {
-    const int n = 4;
+    const int n = 4, P = m == &mnist() ? mnist_positions() : -1;
     const std::vector<uint8_t> images = cpu_sample(*m, n, 5);
     const On cpu = on(Device::Cpu, n, true, Precision::Bf16),
              gpu = on(Device::Cuda, 0, true, Precision::Bf16), gpu32 = on(Device::Cuda);
-    const Outcome a = run_on(cpu, *m, n, 0, images.data());
-    const Outcome b = run_on(gpu, *m, n, 0, images.data());
-    const Outcome c = run_on(gpu32, *m, n, 0, images.data());
+    const Outcome a = run_on(cpu, *m, n, 0, images.data(), nullptr, 0, P);
+    const Outcome b = run_on(gpu, *m, n, 0, images.data(), nullptr, 0, P);
+    const Outcome c = run_on(gpu32, *m, n, 0, images.data(), nullptr, 0, P);
     for (int r = 0; r < n; ++r) {
       std::printf("image %d: bf16 cpu %.6f, cuda %.6f; fp32 cuda %.6f bits/dim\n", r,
                   bpd(a.log_prob[r], m->config), bpd(b.log_prob[r], m->config),
@@ -262,12 +196,12 @@ TEST(CudaBf16, ScoresAsTheCpuBf16AndTheSameImagesForAnyBatch) {
       EXPECT_NEAR(bpd(b.log_prob[r], m->config), bpd(a.log_prob[r], m->config), 1e-3);
     }
     EXPECT_NE(b.log_prob, c.log_prob);
-    EXPECT_EQ(b.images, images); // teacher forcing
+    EXPECT_EQ(b.images, as_rolled(images, m->config, P)); // teacher forcing
   }
   const On o12 = on(Device::Cuda, 12, true, Precision::Bf16),
            o5 = on(Device::Cuda, 5, true, Precision::Bf16);
-  const Outcome all = run_on(o12, mnist(), 12, 9);
-  EXPECT_EQ(run_on(o5, mnist(), 12, 9).images, all.images);
+  const Outcome all = run_on(o12, mnist(), 12, 9, nullptr, nullptr, 0, mnist_positions());
+  EXPECT_EQ(run_on(o5, mnist(), 12, 9, nullptr, nullptr, 0, mnist_positions()).images, all.images);
 }
 
 // The GPU's prefill (on by default, written without a GPU: this test is its proof): completions
@@ -285,27 +219,30 @@ TEST(CudaPrefill, CompletionsAsStepByStep) {
   On steps = on(Device::Cuda, 3), prefilled = on(Device::Cuda, 3);
   steps.run.prefill = false;
   const auto t0 = std::chrono::steady_clock::now();
-  const Outcome a = run_on(prefilled, m, n, 4, images.data(), known.data());
+  const int P = mnist_positions();
+  const Outcome a = run_on(prefilled, m, n, 4, images.data(), known.data(), 0, P);
   const double s_pre = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const Outcome b = run_on(steps, m, n, 4, images.data(), known.data());
+  const Outcome b = run_on(steps, m, n, 4, images.data(), known.data(), 0, P);
   std::printf("prefilled %.4f s; bytes identical to step by step: %.6f\n", s_pre,
               identical_fraction(a.images, b.images));
   EXPECT_GE(identical_fraction(a.images, b.images), 0.999);
   for (int r = 0; r < n; ++r)
     EXPECT_NEAR(a.log_prob[r], b.log_prob[r], 1e-4 * m.config.positions() * std::log(2.0));
+  const std::vector<uint8_t> ran = as_rolled(std::vector<uint8_t>(known.size(), 1), m.config, P);
   for (size_t i = 0; i < known.size(); ++i)
-    if (known[i]) {
+    if (known[i] && ran[i]) {
       ASSERT_EQ(a.images[i], images[i]) << i;
     }
-  const Outcome cpu = run_on(on(Device::Cpu, 3), m, n, 4, images.data(), known.data());
+  const Outcome cpu = run_on(on(Device::Cpu, 3), m, n, 4, images.data(), known.data(), 0, P);
   EXPECT_GE(identical_fraction(a.images, cpu.images), 0.999);
 }
 
-// 8 layers x 8 heads x (32 x 32 + 32) floats = 270,336 bytes per image, whatever the position.
+// 8 layers x 8 heads x (32 x 32 + 32) floats = 270,336 bytes per image, whatever the position
+// (the emulated device's narrower model: 2 x 2 x 1,056 floats).
 TEST(CudaMemory, StatePerImageIsAsSpecified) {
   REQUIRE_CUDA_DEVICE();
   CudaDecoder dec(mnist(), 10);
-  EXPECT_EQ(dec.state_bytes(), 10 * 270336);
+  EXPECT_EQ(dec.state_bytes(), 10 * (emulated() ? 16896 : 270336));
   EXPECT_EQ(dec.rows(), 10);
 }
 
@@ -334,7 +271,7 @@ TEST(CudaThreads, SeveralThreadsAtOnceGetWhatEachGetsAlone) {
   REQUIRE_CUDA_DEVICE();
   for (Precision precision : {Precision::Fp32, Precision::Bf16}) {
     Engine engine(load_model(small_golden()), on(Device::Cuda, 6, true, precision).run);
-    expect_threads_get_what_each_gets_alone(engine, 9, name(precision));
+    expect_threads_get_what_each_gets_alone(engine, mnist_images(9, 4), name(precision));
   }
 }
 
@@ -374,10 +311,10 @@ TEST(CudaPrefill, ScoresWithAndWithoutPrefill) {
     for (bool prefill : {true, false}) {
       On o = on(Device::Cuda, batch);
       o.run.prefill = prefill;
-      const Outcome gpu = run_on(o, m, n, 0, images.data());
+      const Outcome gpu = run_on(o, m, n, 0, images.data(), nullptr, 0, mnist_positions());
       for (int r = 0; r < n; ++r)
         EXPECT_NEAR(bpd(gpu.log_prob[r], m.config), bpd(cpu.log_prob[r], m.config), 1e-4)
             << "batch " << batch << (prefill ? ", prefilled" : ", stepped") << ", image " << r;
-      EXPECT_EQ(gpu.images, images);
+      EXPECT_EQ(gpu.images, as_rolled(images, m.config, mnist_positions()));
     }
 }

@@ -1,7 +1,9 @@
 // libFuzzer harness: tarnn serve's request parser (src/serve/request.h) on any bytes as the body
 // of each route, for a 28 x 28 and a 5 x 4 x 2 model. Bad input may only be a RequestError with a
 // 4xx status; a request it accepts is well formed (rows within limits, buffers of their size, a
-// byte left to generate). Base64 decoding round-trips whatever it accepts.
+// byte left to generate, a temperature the engine takes). Base64 decoding round-trips whatever it
+// accepts.
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -20,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       try {
         const Job j = parse_request(kind, body, c);
         if (j.rows < 1 || j.rows > kMaxSamples || j.given.size() != size_t(j.rows) * T ||
-            j.known.size() != j.given.size() || j.images.size() != size_t(j.rows))
+            j.known.size() != j.given.size() || j.images.size() != size_t(j.rows) ||
+            !(std::isfinite(float(j.temperature)) && float(j.temperature) > 0.0f))
           __builtin_trap();
         if (kind == Kind::Complete) {
           bool unknown = false;

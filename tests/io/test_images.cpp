@@ -1,10 +1,15 @@
 // Images and outputs: undecodable PNGs are errors, every image tarnn writes it reads back, and a
 // write either completes or leaves the old file, with no temporary behind (issue 12, defects 1,
 // 2 and 7).
+#include <climits>
 #include <csignal>
+#include <fcntl.h>
 #include <filesystem>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <termios.h>
 #include <thread>
 #include <tuple>
 #include <unistd.h>
@@ -142,11 +147,131 @@ TEST(AtomicWrite, PlantedLinksAreNeverFollowed) {
   write_file_atomic(dir / "out.png", std::string("new"));
   EXPECT_EQ(tarnn_test::read_file(dir / "victim"), std::vector<char>{'v'});
   EXPECT_EQ(tarnn_test::read_file(dir / "out.png"), (std::vector<char>{'n', 'e', 'w'}));
-  // an output that is itself a link is replaced by the file, not written through
-  std::filesystem::create_symlink(dir / "victim", dir / "linked.png");
-  write_file_atomic(dir / "linked.png", std::string("mine"));
-  EXPECT_FALSE(std::filesystem::is_symlink(dir / "linked.png"));
-  EXPECT_EQ(tarnn_test::read_file(dir / "victim"), std::vector<char>{'v'});
+}
+
+// Issue 42, point 4: an output that is a link was replaced by a file (a link to /proc/self/fd/1
+// swallowed the JSON meant for stdout). A link is followed, through a chain of them, relative ones
+// from their own folder, and the file it names is written atomically; the links stay.
+TEST(AtomicWrite, ALinkIsFollowedToTheFileItNames) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "real");
+  std::filesystem::create_directories(dir / "sub");
+  write_file(dir / "real/c.json", {'o', 'l', 'd'});
+  std::filesystem::create_symlink("b", dir / "out.json");           // relative, in dir
+  std::filesystem::create_symlink("sub/../real/c.json", dir / "b"); // relative, through a folder
+  write_file_atomic(dir / "out.json", std::string("new"));
+  EXPECT_EQ(tarnn_test::read_file(dir / "real/c.json"), (std::vector<char>{'n', 'e', 'w'}));
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "out.json"));
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "b"));
+  EXPECT_EQ(temporaries(dir), 0);
+  // a link to a file not there yet makes it; a loop of links is an error
+  std::filesystem::create_symlink("real/new.json", dir / "dangling");
+  write_file_atomic(dir / "dangling", std::string("x"));
+  EXPECT_EQ(tarnn_test::read_file(dir / "real/new.json"), std::vector<char>{'x'});
+  std::filesystem::create_symlink("loop2", dir / "loop1");
+  std::filesystem::create_symlink("loop1", dir / "loop2");
+  EXPECT_TRUE(contains(error_of([&] { write_file_atomic(dir / "loop1", std::string("x")); }),
+                       "a chain of more than 40 symbolic links"));
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "loop1"));
+}
+
+// ... and a device, a FIFO, a terminal or a descriptor is written into, never replaced (onto a
+// character device the rename left a 648-byte regular file in its place).
+TEST(AtomicWrite, ADeviceAFifoOrADescriptorIsWrittenInto) {
+  TempDir dir;
+  const std::string text = "{\"a\": 1}\n";
+  auto is = [](const std::string &path, mode_t kind) {
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0 && (st.st_mode & S_IFMT) == kind;
+  };
+  auto drain = [](int fd) { // what is in a pipe or a FIFO now (the writer has finished)
+    std::string got(4096, '\0');
+    const ssize_t n = ::read(fd, got.data(), got.size());
+    got.resize(size_t(std::max<ssize_t>(n, 0)));
+    return got;
+  };
+  // a FIFO, its reader open before the write and reading after it
+  const std::string fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  write_file_atomic(fifo, text);
+  EXPECT_EQ(drain(reader), text);
+  EXPECT_TRUE(is(fifo, S_IFIFO));
+  ::close(reader);
+  // a terminal (a pseudo-terminal's other side, raw: no newline translation)
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(::grantpt(master), 0);
+  ASSERT_EQ(::unlockpt(master), 0);
+  const std::string tty = ::ptsname(master);
+  const int slave = ::open(tty.c_str(), O_RDWR | O_NOCTTY);
+  termios raw{};
+  ::tcgetattr(slave, &raw);
+  ::cfmakeraw(&raw);
+  ::tcsetattr(slave, TCSANOW, &raw);
+  write_file_atomic(tty, text);
+  EXPECT_EQ(drain(master), text);
+  EXPECT_TRUE(is(tty, S_IFCHR));
+  ::close(slave);
+  ::close(master);
+  // a link to a descriptor (as /dev/stdout is to /proc/self/fd/1), here a pipe's
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  std::filesystem::create_symlink("/proc/self/fd/" + std::to_string(pipe_fds[1]), dir / "out");
+  write_file_atomic(dir / "out", text);
+  EXPECT_EQ(drain(pipe_fds[0]), text);
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "out"));
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  // a character device of its own (/dev/null's numbers), where this user may make one
+  const std::string null = dir / "null";
+  if (::mknod(null.c_str(), S_IFCHR | 0666, ::makedev(1, 3)) == 0) {
+    write_file_atomic(null, text);
+    EXPECT_TRUE(is(null, S_IFCHR));
+  }
+  EXPECT_EQ(temporaries(dir), 0);
+}
+
+// Issue 42, point 5: a name of 244 to 255 bytes failed, its temporary's name (12 bytes more) being
+// too long. Every output name has companions whose names fit, different ones for different names.
+TEST(AtomicWrite, NamesOfAnyLengthHaveTemporaries) {
+  TempDir dir;
+  for (size_t length : {243, 244, 250, 255}) {
+    const std::string name = dir / std::string(length, 'a');
+    write_file_atomic(name, std::string("x"));
+    EXPECT_EQ(tarnn_test::read_file(name), std::vector<char>{'x'}) << length;
+  }
+  EXPECT_EQ(temporaries(dir), 0);
+}
+
+// An output's companions (its temporary, an .npy's partial and record): names that fit, cut
+// between UTF-8 characters, different for different names; a link's is beside the file it names.
+TEST(AtomicWrite, CompanionNamesFit) {
+  // UTF-8 names are shortened between characters ("é" is 2 bytes), keeping the suffix
+  const std::string long_a = "/d/" + std::string(100, 'a') + std::string(154, '\xc3') + "x";
+  std::string accents;
+  for (int i = 0; i < 127; ++i)
+    accents += "\xc3\xa9";
+  for (const std::string &path : {long_a, "/d/" + accents, "/d/" + accents + "b"}) {
+    const std::string c = companion_path(path, ".tmp-XXXXXX", true);
+    EXPECT_LE(c.size() - 3, size_t(NAME_MAX)) << c;
+    EXPECT_EQ(c.substr(c.size() - 11), ".tmp-XXXXXX");
+    EXPECT_EQ(c.substr(0, 4), "/d/.");
+  }
+  const std::string c = companion_path("/d/" + accents, ".partial");
+  EXPECT_EQ((uint8_t(c[c.find('~') - 1]) & 0xc0), 0x80) << "cut inside a character"; // é's end
+  EXPECT_NE(companion_path("/d/" + accents, ".partial"),
+            companion_path("/d/" + accents + "b", ".partial"));
+  EXPECT_EQ(companion_path("a.npy", ".partial"), "a.npy.partial"); // short names: as they were
+  EXPECT_EQ(companion_path("d/a.png", ".tmp", true), "d/.a.png.tmp");
+  TempDir dir;
+  std::filesystem::create_symlink("b", dir / "a");
+  std::filesystem::create_symlink("sub/../c.json", dir / "b");
+  EXPECT_EQ(output_target(dir / "a").path, dir / "sub/../c.json");
+  EXPECT_FALSE(output_target(dir / "a").stream);
+  EXPECT_TRUE(output_target("/dev/null").stream);
+  EXPECT_FALSE(output_target(dir / "new").stream);
 }
 
 TEST(AtomicWrite, ConcurrentWritersOfOnePathEachLandWhole) {

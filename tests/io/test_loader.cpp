@@ -2,10 +2,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "src/io/json_limits.h"
 #include "src/io/safetensors.h"
 #include "tarnn/error.h"
 #include "tarnn/model.h"
@@ -22,7 +26,7 @@ struct StFile {
   json header;
   std::vector<char> data;
   StFile() {
-    const std::vector<char> raw = read_file(small_golden() + "/model.safetensors");
+    const std::vector<char> raw = tarnn_test::read_file(small_golden() + "/model.safetensors");
     uint64_t n = 0;
     std::memcpy(&n, raw.data(), 8);
     header = json::parse(raw.begin() + 8, raw.begin() + 8 + long(n));
@@ -166,7 +170,7 @@ TEST(Loader, NonFiniteWeights) {
 TEST(Loader, BadConfig) {
   TempDir dir;
   folder(dir, StFile().bytes());
-  auto cfg = json::parse(read_file(small_golden() + "/config.json"));
+  auto cfg = json::parse(tarnn_test::read_file(small_golden() + "/config.json"));
   auto write_cfg = [&](const json &j) {
     const std::string s = j.dump();
     write_file(dir / "config.json", std::vector<char>(s.begin(), s.end()));
@@ -210,7 +214,7 @@ TEST(Loader, FeatureMapsAreReadOrRefused) {
   TempDir dir;
   StFile f;
   folder(dir, f.bytes());
-  const json cfg = json::parse(read_file(small_golden() + "/config.json"));
+  const json cfg = json::parse(tarnn_test::read_file(small_golden() + "/config.json"));
   auto with = [&](const json &fm) {
     json c = cfg;
     c["feature_map"] = fm;
@@ -341,6 +345,47 @@ TEST(Loader, LongNamesInMessagesAreCut) {
   EXPECT_LT(e.size(), 300u);
 }
 
+// Issue 42, point 5: a key given twice was taken silently, the last one (nlohmann::json's
+// default); a file that says two things is refused, naming the key. And a quote cut at 40 bytes
+// ends between UTF-8 characters (cut inside one, serve answered 500, Python an empty ValueError).
+TEST(Loader, AKeyGivenTwiceIsRefused) {
+  TempDir dir;
+  std::string head = StFile().header.dump();
+  const std::string bias = "\"predictor.bias\":";
+  const size_t at = head.find(bias);
+  const std::string entry = head.substr(at, head.find('}', at) + 1 - at);
+  head.insert(1, entry + ","); // the same tensor twice in the header
+  EXPECT_LOAD_ERROR(folder(dir, StFile().bytes(head)),
+                    "model.safetensors: header: \"predictor.bias\" is given twice");
+  TempDir twice;
+  folder(twice, StFile().bytes());
+  std::vector<char> config = tarnn_test::read_file(small_golden() + "/config.json");
+  const std::string text(config.begin(), config.end());
+  const std::string doubled = "{\"height\": 9, " + text.substr(text.find('{') + 1);
+  write_file(twice / "config.json", std::vector<char>(doubled.begin(), doubled.end()));
+  EXPECT_LOAD_ERROR(twice.path.string(), "config.json: \"height\" is given twice");
+}
+
+TEST(Loader, OneParserForEveryReader) {
+  EXPECT_NE(error_of([] { parse_json("x", R"({"a": 1, "a": 1})", 16, 4); }).find("given twice"),
+            std::string::npos);
+  // the same key in two objects is no repeat: nested feature maps
+  EXPECT_NO_THROW(parse_json("x", R"({"a": {"a": 1}, "b": {"a": 2}})", 30, 4));
+  EXPECT_TRUE(parse_json("x", "{\"a\": ", 7, 4).is_discarded()); // not JSON: the caller's words
+}
+
+TEST(Loader, QuotesAreCutBetweenCharacters) {
+  std::string accents;
+  for (int i = 0; i < 30; ++i)
+    accents += "\xc3\xa9"; // é
+  EXPECT_EQ(short_text(accents), accents.substr(0, 40) + "...");
+  EXPECT_EQ(short_text("x" + accents), "x" + accents.substr(0, 40) + "..."); // 41: é whole
+  EXPECT_EQ(short_text(std::string(45, 'a')), std::string(40, 'a') + "...");
+  EXPECT_EQ(short_text("a\nb"), "a\\x0ab");
+  const std::string quoted = nlohmann::json(short_text("x" + accents)).dump(); // no exception
+  EXPECT_FALSE(quoted.empty());
+}
+
 // Issue 12, defect 10: [2^32, 2^32] is 2^64 elements, which wrapped to 0 and passed with 0 bytes.
 TEST(Loader, ElementCountsCannotWrap) {
   TempDir dir;
@@ -363,6 +408,75 @@ TEST(Loader, EmptyTensorReadsEmpty) {
   EXPECT_TRUE(file.to_float("empty").empty());
 }
 
+// Issue 42, point 2: the model file changing while it loads (a deployment copying a new model as a
+// server starts). The weights were mapped: a file truncated after its header was read killed the
+// process with SIGBUS, and one rewritten in place (as cp does) gave half old and half new weights.
+// What a tensor read returns must be the file whose header was read, or an Error.
+std::string read_error(const SafeTensors &st, const std::string &name) {
+  try {
+    st.to_float(name);
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "(read without error)";
+}
+
+TEST(Loader, AFileTruncatedAfterItsHeaderIsAnErrorNotASignal) {
+  TempDir dir;
+  const StFile file;
+  std::string last; // the tensor whose data ends the file: pages past the header, once mapped
+  uint64_t end = 0;
+  for (const auto &[name, info] : file.header.items())
+    if (name != "__metadata__" && info["data_offsets"][1].get<uint64_t>() > end)
+      last = name, end = info["data_offsets"][1].get<uint64_t>();
+  const std::string path = folder(dir, file.bytes()) + "/model.safetensors";
+  const SafeTensors st(path);
+  ASSERT_EQ(::truncate(path.c_str(), off_t(8 + file.header.dump().size())), 0); // the header left
+  EXPECT_PRED_FORMAT2(::testing::IsSubstring, path + ": changed while it was read",
+                      read_error(st, last));
+}
+
+TEST(Loader, AFileRewrittenAfterItsHeaderIsAnErrorNotAMix) {
+  TempDir dir;
+  StFile other;
+  const std::string path = folder(dir, other.bytes()) + "/model.safetensors";
+  struct stat before {};
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  const SafeTensors st(path);
+  for (size_t i = 0; i + 4 <= other.data.size(); i += 4) { // other weights, the same shapes
+    float x;
+    std::memcpy(&x, &other.data[i], 4);
+    x = x * 0.5f + 0.25f;
+    std::memcpy(&other.data[i], &x, 4);
+  }
+  write_file(path, other.bytes()); // truncated and written again: the same inode, as cp
+  // a second on, as a later copy would be on a filesystem whose clock is coarser than this test
+  const struct timespec times[2] = {{0, UTIME_OMIT}, {before.st_mtim.tv_sec + 1, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  EXPECT_PRED_FORMAT2(::testing::IsSubstring, path + ": changed while it was read",
+                      read_error(st, "predictor.weight"));
+}
+
+// A file renamed over the one opened (a folder replaced as it loads): the end's check refuses it,
+// as the path now names another version (the opened file's change time moved with its unlinking;
+// where a filesystem keeps it, the path names another file).
+TEST(Loader, AFileReplacedAsItLoadsIsRefusedAtTheEnd) {
+  TempDir dir;
+  const StFile file;
+  const std::string path = folder(dir, file.bytes()) + "/model.safetensors";
+  const SafeTensors st(path);
+  st.check_unchanged();
+  write_file(dir / "new.safetensors", file.bytes());
+  ASSERT_EQ(::rename((dir / "new.safetensors").c_str(), path.c_str()), 0);
+  try {
+    st.check_unchanged();
+    ADD_FAILURE() << "a replaced file passed the check";
+  } catch (const Error &e) {
+    EXPECT_EQ(std::string(e.what()).rfind(path + ": ", 0), 0u) << e.what();
+    EXPECT_PRED_FORMAT2(::testing::IsSubstring, "while it was read", e.what());
+  }
+}
+
 // config.json: bounded in size and depth before parsing, its strings quoted short.
 TEST(Loader, HostileConfig) {
   TempDir dir;
@@ -372,7 +486,7 @@ TEST(Loader, HostileConfig) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   write_file(dir / "config.json", std::vector<char>(deep.begin(), deep.end()));
   EXPECT_LOAD_ERROR(dir.path.string(), "JSON nests deeper than");
-  json c = json::parse(read_file(small_golden() + "/config.json"));
+  json c = json::parse(tarnn_test::read_file(small_golden() + "/config.json"));
   c["activation"] = std::string(5000, 'x');
   const std::string text = c.dump();
   write_file(dir / "config.json", std::vector<char>(text.begin(), text.end()));
@@ -380,7 +494,7 @@ TEST(Loader, HostileConfig) {
   TempDir other; // a folder where the weights file should be
   std::filesystem::copy_file(small_golden() + "/config.json", other / "config.json");
   std::filesystem::create_directory(other / "model.safetensors");
-  EXPECT_LOAD_ERROR(other.path.string(), "model.safetensors: not a regular file");
+  EXPECT_LOAD_ERROR(other.path.string(), "model.safetensors: is a folder, not a file");
 }
 
 // Finite but absurd: 3e38 passes isfinite() and overflows the forward pass (score printed nan,

@@ -1,9 +1,12 @@
 // The sinks of generated images (include/tarnn/outputs.h) that sample and complete share: the
 // exact file names, a grid written in chunks equal to the grid of all images at once, folders and
 // arrays that read back what they wrote (a resumed grid's source), and the resume record.
+#include <fcntl.h>
 #include <filesystem>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "tarnn/tarnn.h"
 #include "test_util.h"
@@ -210,6 +213,62 @@ TEST(Outputs, ResumeRecordCountsAndRefusesAnotherRun) {
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 
+// A field that only one of the record and the run has differs too: a run's optional field (a
+// temperature other than 1, absent from a run at 1 and from any record written before it existed)
+// is compared both ways, so a run at 1 does not go on with a run at 0.7's images, nor the reverse.
+TEST(Outputs, ResumeRecordComparesAFieldOnlyOneSideHas) {
+  TempDir dir;
+  const std::string path = dir / "run.json";
+  const std::string at_1 = R"({"seed": 1, "n": 10})";
+  const std::string at_07 = R"({"seed": 1, "n": 10, "temperature": 0.7})";
+  for (const auto &[written, asked] : {std::pair{at_07, at_1}, std::pair{at_1, at_07}}) {
+    std::filesystem::remove(path);
+    ResumeRecord(path, written).add(images(2));
+    EXPECT_EQ(ResumeRecord(path, written).load(), 2);
+    EXPECT_NE(error_of([&, &asked = asked] {
+                ResumeRecord(path, asked).load();
+              }).find("was written by another run (temperature differs)"),
+              std::string::npos)
+        << written << " resumed as " << asked;
+  }
+}
+
+// What --resume and --overwrite see of an earlier run: its record (an interrupted run's: a
+// finished run removed it) and its count, read without load()'s checks; discard() removes it; a
+// finished run's outputs are whole (every PNG there, the .npy's header and size exact).
+TEST(Outputs, AnEarlierRunIsSeenAndAFinishedOneIsWhole) {
+  TempDir dir;
+  const std::string path = dir / "run.json";
+  ResumeRecord record(path, R"({"seed": 1, "n": 10})");
+  EXPECT_FALSE(record.exists());
+  EXPECT_EQ(record.count_on_disk(), -1);
+  record.add(images(3));
+  EXPECT_TRUE(record.exists());
+  EXPECT_EQ(record.count_on_disk(), 3);
+  write_file(path, {'{', '}'});
+  EXPECT_EQ(record.count_on_disk(), -1); // not a record: there, uncounted
+  record.discard();
+  EXPECT_FALSE(record.exists());
+  record.discard(); // none: nothing to do
+
+  const ImageSet all = images(3);
+  const auto name = [](int64_t i) { return image_png_name(i); };
+  auto folder = png_folder_sink(dir / "d", 5, 4, 2, name);
+  folder->add(slice(all, 0, 2));
+  EXPECT_FALSE(png_folder_is_whole(dir / "d", 3, name));
+  folder->add(slice(all, 2, 1));
+  EXPECT_TRUE(png_folder_is_whole(dir / "d", 3, name));
+  auto npy = npy_sink(dir / "a.npy", 3, 5, 4, 2);
+  npy->add(all);
+  EXPECT_FALSE(npy_is_whole(dir / "a.npy", 3, 5, 4, 2)); // still a.npy.partial
+  npy->finish();
+  EXPECT_TRUE(npy_is_whole(dir / "a.npy", 3, 5, 4, 2));
+  EXPECT_FALSE(npy_is_whole(dir / "a.npy", 4, 5, 4, 2)); // another run's shape
+  EXPECT_FALSE(npy_is_whole(dir / "a.npy", 3, 4, 5, 2));
+  std::filesystem::resize_file(dir / "a.npy", std::filesystem::file_size(dir / "a.npy") - 1);
+  EXPECT_FALSE(npy_is_whole(dir / "a.npy", 3, 5, 4, 2)); // one byte short
+}
+
 // A record is checked before anything is trusted: its fields as a run writes them (a "done" of
 // -5 once truncated the partial output, "32" threw the JSON library's own exception), and the
 // images it counts against its checksum of their bytes (four flipped bytes were kept; a folder
@@ -298,4 +357,103 @@ TEST(Outputs, EachOutputIsCheckedBeforeAnyWork) {
             std::string::npos);
   EXPECT_NE(error_of([&] { grid_sink(dir / "g.png", 4, 5, 4, 2)->read_back(1); }),
             "(no error)"); // a grid cannot be read back
+}
+
+// Issue 42, point 4: --npy through a link fills a partial beside the file the link names and
+// renames it over that file, the link kept; into a FIFO (or a device) the array is written in
+// order, nothing left beside it.
+TEST(Outputs, NpyThroughALinkAndIntoAFifo) {
+  TempDir dir;
+  const ImageSet all = images(3);
+  std::filesystem::create_directories(dir / "real");
+  std::filesystem::create_symlink("real/a.npy", dir / "link.npy");
+  {
+    auto npy = npy_sink(dir / "link.npy", 3, 5, 4, 2);
+    npy->add(slice(all, 0, 2));
+    EXPECT_TRUE(std::filesystem::exists(dir / "real/a.npy.partial"));
+    npy->add(slice(all, 2, 1));
+    npy->finish();
+  }
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "link.npy"));
+  EXPECT_EQ(read_images(dir / "real/a.npy").bytes, all.bytes);
+  EXPECT_FALSE(std::filesystem::exists(dir / "real/a.npy.partial"));
+  const std::string fifo = dir / "fifo.npy";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK); // read after the writes
+  ASSERT_GE(reader, 0);
+  {
+    auto npy = npy_sink(fifo, 3, 5, 4, 2);
+    npy->add(all);
+    EXPECT_NE(error_of([&] { npy->read_back(1); }).find("cannot be read back"), std::string::npos);
+    npy->finish();
+  }
+  std::vector<char> got(4096);
+  got.resize(size_t(std::max<ssize_t>(::read(reader, got.data(), got.size()), 0)));
+  ::close(reader);
+  EXPECT_EQ(got, read_file(dir / "real/a.npy")); // the same bytes as the file's
+  struct stat st {};
+  EXPECT_TRUE(::lstat(fifo.c_str(), &st) == 0 && S_ISFIFO(st.st_mode));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path), {}), 3); // no partial
+  EXPECT_NE(error_of([&] { npy_sink(fifo, 3, 5, 4, 2, 1); }).find("cannot be resumed"),
+            std::string::npos);
+}
+
+// Issue 42, point 5: an output name of 244 to 255 bytes failed once its partial, record or
+// temporary added to it (--npy after computing every image); the names are checked before any
+// work, and companions fit.
+TEST(Outputs, LongNamesWorkOrAreRefusedBeforeAnyWork) {
+  TempDir dir;
+  const std::string npy = dir / (std::string(247, 'n') + ".npy"); // 251 bytes
+  check_output_file(npy);
+  {
+    auto array = npy_sink(npy, 2, 5, 4, 2);
+    array->add(images(1));
+    array->add(images(1));
+    array->finish();
+  }
+  EXPECT_EQ(read_images(npy).count, 2);
+  const std::string png = dir / (std::string(251, 'p') + ".png"); // 255 bytes
+  write_png(png, 4, 5, 2, images(1).bytes.data());
+  EXPECT_EQ(read_images(png).bytes, images(1).bytes);
+  const std::string too_long = dir / std::string(256, 'x');
+  EXPECT_NE(error_of([&] {
+              check_output_file(too_long);
+            }).find("its name is 256 bytes, longer than the 255 a name may have"),
+            std::string::npos);
+}
+
+// Issue 42, point 5: a run that failed before its first image (an overflow) left a header-only
+// .npy.partial and an empty --out-dir. What a run made and finished nothing in is removed; a folder
+// that was there stays, and so does a partial that holds images.
+TEST(Outputs, NothingFinishedLeavesNothing) {
+  TempDir dir;
+  npy_sink(dir / "a.npy", 4, 5, 4, 2); // made, then closed without an image
+  EXPECT_FALSE(std::filesystem::exists(dir / "a.npy.partial"));
+  npy_sink(dir / "b.npy", 4, 5, 4, 2)->add(images(1));
+  EXPECT_TRUE(std::filesystem::exists(dir / "b.npy.partial"));
+  npy_sink(dir / "b.npy", 4, 5, 4, 2, 1); // resumed, then closed: its image stays
+  EXPECT_TRUE(std::filesystem::exists(dir / "b.npy.partial"));
+}
+
+TEST(Outputs, AnOutputFolderLeftEmptyIsRemoved) {
+  TempDir dir;
+  { OutputFolder made(dir / "new"); }
+  EXPECT_FALSE(std::filesystem::exists(dir / "new"));
+  std::filesystem::create_directories(dir / "old");
+  { OutputFolder there(dir / "old"); }
+  EXPECT_TRUE(std::filesystem::exists(dir / "old"));
+  {
+    OutputFolder made(dir / "kept");
+    png_folder_sink(dir / "kept", 5, 4, 2, image_png_name)->add(images(1));
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir / "kept/00000000.png"));
+}
+
+// Issue 42, point 5: --out-dir /proc said "its disk has 0 bytes free" (as root, access() says
+// yes): a folder no file can be made in is not a writable folder, and an output in it is refused.
+TEST(Outputs, AFolderNoFileCanBeMadeInIsNotWritable) {
+  EXPECT_NE(error_of([] { make_output_folder("/proc"); }).find("/proc: not a writable folder ("),
+            std::string::npos);
+  EXPECT_NE(error_of([] { check_output_file("/proc/grid.png"); }).find("/proc/grid.png: cannot "),
+            std::string::npos);
 }

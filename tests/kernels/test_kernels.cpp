@@ -25,8 +25,12 @@
 #include "src/cpu/cpu_ops.h"
 #include "src/cpu/gemm_bf16.h"
 #include "tarnn/tarnn.h"
+#include "test_util.h"
 
 #ifdef TARNN_TEST_CUDA
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "kernels/cuda_util.h"
 #include "kernels/launch.h"
 #include "src/cuda/cuda_backend.h"
@@ -442,7 +446,7 @@ Case layernorm_case() {
 }
 
 // p_{t+1} over 4 positions with half the bytes known: the given byte and its log-likelihood, or
-// the Philox draw of SPEC section 3.
+// the Philox draw of SPEC section 3 at temperature 0.7.
 Case sample_case() {
   return {"sample_bytes",
           {Where::Twin, Where::Cuda},
@@ -457,6 +461,7 @@ Case sample_case() {
             p.has_given = p.has_known = 1;
             p.seed = 12345;
             p.image_base = 1000;
+            p.temperature = 0.7f; // SPEC section 2: the logits / T, the scales x T
             Outputs o;
             o.u.assign(size_t(rows) * T + rows, 0);
             o.d.assign(rows, 0.0);
@@ -478,7 +483,7 @@ Case sample_case() {
                   if (known[at])
                     o.d[r] += mixture_log_prob(orow, K, b);
                   else
-                    b = sample_byte(orow, K, p.seed, p.image_base + r, uint32_t(t));
+                    b = sample_byte(orow, K, p.seed, p.image_base + r, uint32_t(t), p.temperature);
                   out[at] = cur[r] = uint8_t(b);
                 }
               } else if (w == Where::Twin) {
@@ -522,14 +527,9 @@ std::vector<Case> cases() {
   // off it; each random-feature map with F other than d_head (S not square), in fp32 and fp16
   auto map = [](FeatureMapKind k, int n_dims, double temp,
                 FeatureMapKind fn = FeatureMapKind::Relu) {
-    FeatureMap fm;
-    fm.kind = k;
-    fm.n_dims = n_dims;
-    fm.softmax_temp = temp;
-    fm.smoothing = 0.5;
-    fm.kernel_fn = fn;
-    return MapCase{fm, std::string(", ") + feature_map_name(k) +
-                           (n_dims ? " n_dims " + std::to_string(n_dims) : "")};
+    return MapCase{tarnn_test::feature_map_of(k, n_dims, temp, fn),
+                   std::string(", ") + feature_map_name(k) +
+                       (n_dims ? " n_dims " + std::to_string(n_dims) : "")};
   };
   for (StateFormat f : {StateFormat::Fp32, StateFormat::Fp16}) {
     for (int d : {32, 20})
@@ -612,6 +612,57 @@ INSTANTIATE_TEST_SUITE_P(All, Kernels, ::testing::Range<size_t>(0, cases().size(
                                ch = '_';
                            return n;
                          });
+
+#ifdef TARNN_TEST_CUDA
+// The toolkit's fp16 conversions (the emulated device's, where it is the build's: the ones its
+// kernels run) give kernels/state_format.h's host forms' bits: every fp16 widened, and floats
+// around every fp16 and every tie between two, the subnormals' and 65504's and 65520's included,
+// narrowed (a NaN stays a NaN).
+TEST(DeviceIntrinsics, Fp16ConversionsAsTheHostForms) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float want = from_fp16(uint16_t(h)), got = __half2float(__ushort_as_half(uint16_t(h)));
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << h;
+      continue;
+    }
+    ASSERT_EQ(std::memcmp(&want, &got, 4), 0) << h;
+    // the value and the floats either side of it, the midpoint to the next and either side of it
+    const float mid = (h & 0x7fffu) >= 0x7bffu ? want : 0.5f * (want + from_fp16(uint16_t(h + 1)));
+    for (float x : {want, std::nextafter(want, INFINITY), std::nextafter(want, -INFINITY), mid,
+                    std::nextafter(mid, INFINITY), std::nextafter(mid, -INFINITY)})
+      ASSERT_EQ(__half_as_ushort(__float2half_rn(x)), fp16_bits(x))
+          << x << " (after fp16 " << h << ")";
+  }
+  for (float x : {65504.0f, 65519.99f, 65520.0f, 1e30f, -1e-30f, std::ldexp(1.0f, -25),
+                  std::ldexp(1.5f, -25), INFINITY, -INFINITY})
+    EXPECT_EQ(__half_as_ushort(__float2half_rn(x)), fp16_bits(x)) << x;
+  EXPECT_TRUE(std::isnan(from_fp16(__half_as_ushort(__float2half_rn(NAN)))));
+}
+
+// bfloat16: __float2bfloat16 rounds every normal float as bf16_bits does (to nearest even), and
+// keeps the subnormals that bf16_bits sends to zero (vcvtne2ps2bf16's rule, which the bf16 GEMMs
+// of both backends use: a kernel that rounded with __float2bfloat16 would differ there).
+TEST(DeviceIntrinsics, Bf16RoundingAsBf16BitsButForSubnormals) {
+  for (uint32_t top = 0; top < 65536; ++top)
+    for (uint32_t low : {0u, 1u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) {
+      const uint32_t u = top << 16 | low;
+      float f;
+      std::memcpy(&f, &u, 4);
+      const uint16_t got = __bfloat16_as_ushort(__float2bfloat16(f));
+      if (std::isnan(f)) {
+        ASSERT_TRUE(std::isnan(from_bf16(got))) << u;
+      } else if (std::fpclassify(f) == FP_SUBNORMAL) {
+        ASSERT_EQ(got, uint16_t((u + 0x7fffu + (u >> 16 & 1u)) >> 16)) << u; // kept, rounded
+        ASSERT_EQ(from_bf16(bf16_bits(f)), 0.0f) << u;
+      } else {
+        ASSERT_EQ(got, bf16_bits(f)) << u;
+      }
+      const float widened = __bfloat162float(__ushort_as_bfloat16(uint16_t(top))),
+                  want = from_bf16(uint16_t(top));
+      ASSERT_EQ(std::memcmp(&widened, &want, 4), 0) << top; // exact, NaNs included
+    }
+}
+#endif
 
 // --perf: microseconds per call at MNIST shapes, batch 256, every backend present.
 int run_perf() {

@@ -92,6 +92,48 @@ TEST(Sampling, LogisticNoiseHasTheLogisticSpread) {
   EXPECT_NEAR(std::sqrt(m2), M_PI * s / std::sqrt(3.0), 0.004);
 }
 
+// SPEC section 2's temperature: the logits divided by T. Weights 1 : 3 at T = 1 are
+// 1 : 3^(1/T): at T = 0.5, 1 : 9; at T = 2, 1 : sqrt 3.
+TEST(Sampling, TheTemperatureDividesTheLogits) {
+  const float o[6] = {0.0f, std::log(3.0f), -1.0f, 1.0f, -7.0f, -7.0f};
+  for (const auto &[T, want] :
+       {std::pair{0.5f, 0.9}, {2.0f, std::sqrt(3.0) / (1 + std::sqrt(3.0))}, {1.0f, 0.75}}) {
+    int high = 0;
+    const int n = 20000;
+    for (int i = 0; i < n; ++i)
+      high += sample_byte(o, 2, 11, uint64_t(i), 0, T) > 127; // component 1 (its noise is 2 T e^-7)
+    EXPECT_NEAR(double(high) / n, want, 0.015) << "T = " << T;
+  }
+}
+
+// ... and multiplies the logistic's scale: s T, whose spread is T times that of T = 1.
+TEST(Sampling, TheTemperatureMultipliesTheScale) {
+  const float s = 0.05f, o[3] = {0.0f, 0.0f, std::log(s)};
+  for (const float T : {0.5f, 2.0f}) {
+    double m2 = 0;
+    const int n = 20000;
+    for (int i = 0; i < n; ++i) {
+      const double x = sample_byte(o, 1, 3, uint64_t(i), 7, T) / 255.0 * 2.0 - 1.0;
+      m2 += x * x / n;
+    }
+    EXPECT_NEAR(std::sqrt(m2), M_PI * s * T / std::sqrt(3.0), 0.004 * T) << "T = " << T;
+  }
+}
+
+// T = 1 is the sampler without a temperature, to the bit (the same words, the same operations:
+// x / 1 and 1 * x are exact); a tiny T draws the heaviest component's mean and never overflows
+// (the logits' differences from their maximum are divided, never the logits themselves).
+TEST(Sampling, TemperatureOneIsExactAndATinyOneIsTheMode) {
+  const float o[6] = {2.0f, 1e30f, -0.5f, 0.5f, 0.0f, 0.0f};
+  for (uint32_t t = 0; t < 200; ++t) {
+    EXPECT_EQ(sample_byte(o, 2, 9, 4, t, 1.0f), sample_byte(o, 2, 9, 4, t));
+    EXPECT_EQ(sample_byte(o, 2, 9, 4, t, 1e-30f), 191) << t; // (0.5 + 1) / 2 * 255, rounded
+  }
+  const float p[6] = {2.0f, 1.0f, -0.5f, 0.5f, 0.0f, 0.0f};
+  for (uint32_t t = 0; t < 200; ++t)
+    EXPECT_EQ(sample_byte(p, 2, 9, 4, t, 1e-30f), 64) << t; // component 0's mean, -0.5
+}
+
 TEST(Sampling, NonFiniteParametersGiveAByteNotACrash) {
   const float o[3] = {0.0f, NAN, 0.0f};
   const int b = sample_byte(o, 1, 1, 0, 0);

@@ -4,6 +4,8 @@ ways; errors name Python's parameters; repr says what a Model is. Run by ctest a
 
 import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -36,6 +38,20 @@ def test_torch_tensors_are_taken_as_their_arrays(small, images):
     known[:2] = True
     out = small.complete(torch.from_numpy(images), known, samples=2, seed=4)
     assert np.array_equal(out, small.complete(images, known.numpy(), samples=2, seed=4))
+
+
+def test_grid_and_write_png_take_what_score_takes(images, tmp_path):
+    # a torch tensor (contiguous or a permuted view) is drawn as its array: one conversion for
+    # score, grid and write_png, never pybind11's signature listing the tensor
+    t = torch.from_numpy(images)
+    base = tarnn.grid(images)
+    assert np.array_equal(tarnn.grid(t), base)
+    assert np.array_equal(tarnn.grid(t.permute(0, 3, 1, 2).contiguous().permute(0, 2, 3, 1)), base)
+    tarnn.write_png(tmp_path / "g.png", torch.from_numpy(base))
+    assert np.array_equal(tarnn.read_images(tmp_path / "g.png")[0], base)
+    with pytest.raises(TypeError) as e:
+        tarnn.grid([[1, 2]] * 1000)
+    assert "images must be an array" in str(e.value) and len(str(e.value)) < 200
 
 
 def test_dlpack_and_numpy_views(small, images):
@@ -154,3 +170,49 @@ def test_a_grid_of_no_images_is_refused():
     with pytest.raises(ValueError, match="a grid needs at least one image"):
         tarnn.grid(np.zeros((0, 3, 3), np.uint8))
 
+
+
+def test_an_array_too_large_to_copy_is_an_error_not_a_crash():
+    # Broadcast views cost nothing until copied: in C order, 2**45 images of the small model's are
+    # 1.4 PB. Each entry point must raise MemoryError naming the size, where pybind11's
+    # array_t::ensure dropped NumPy's and handed back a null array, which crashed the interpreter.
+    # A copy within the machine's memory that NumPy cannot allocate (here under a limit on the
+    # address space) is a MemoryError too. In a child process, so that a crash fails this test,
+    # not the run.
+    code = f"""
+import resource, numpy as np, tarnn
+m = tarnn.Model({str(SMALL)!r}, threads=1)
+huge = np.broadcast_to(np.zeros((5, 4, 2), np.uint8), (2**45, 5, 4, 2))
+def limited():
+    vm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmSize:"))
+    resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + 2**28, resource.RLIM_INFINITY))
+    m.score(np.broadcast_to(np.zeros((5, 4, 2), np.uint8), (2**25, 5, 4, 2)))  # 1.3 GB
+calls = {{
+    "score": lambda: m.score(huge),
+    "complete": lambda: m.complete(huge, np.ones((5, 4), bool), samples=1),
+    "to_float": lambda: tarnn.to_float(huge),
+    "grid": lambda: tarnn.grid(huge),
+    "to_uint8": lambda: tarnn.to_uint8(np.broadcast_to(np.float32(0.5), (2**45, 5, 4, 2))),
+    "write_png": lambda: tarnn.write_png("never.png", np.broadcast_to(np.uint8(0), (2**25, 2**25))),
+    "limited": limited,  # last: the limit stays
+}}
+for name, call in calls.items():
+    try:
+        call()
+        print(name, "| returned")
+    except Exception as e:
+        print(name, "|", type(e).__name__, "|", e, flush=True)
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, f"exit {run.returncode}: {run.stdout}{run.stderr}"
+    lines = dict(line.split(" | ", 1) for line in run.stdout.splitlines())
+    images = "images: its copy as a (35184372088832, 5, 4, 2) uint8 array in C order would be 1.41 PB"
+    want = {"score": images, "complete": images, "to_float": images, "grid": images,
+            "to_uint8": images.replace("uint8", "float64").replace("1.41", "11.3"),
+            "write_png": "image: its copy as a (33554432, 33554432) uint8 array in C order would "
+                         "be 1.13 PB",
+            "limited": "images: its copy as a (33554432, 5, 4, 2) uint8 array in C order would be "
+                       "1.34 GB"}
+    assert lines.keys() == want.keys(), run.stdout
+    for name, message in want.items():
+        assert lines[name].startswith(f"MemoryError | {message}, more than "), lines[name]

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # pip install . into a fresh virtual environment, as docs/PYTHON.md says, offline and without
 # build isolation (setup.py reuses this build folder: seconds, not a second build), then import
-# tarnn from outside the tree: the venv's module, its stubs, an installed model by its name, the
-# command's bytes, and docs/PYTHON.md's examples.
+# tarnn from outside the tree: the venv's module, its stubs, an installed model by its name and the
+# command's bytes (docs/PYTHON.md's examples, which need nothing more of a route: test_docs.py).
 # usage: venv_test.sh BUILD_DIR SOURCE_DIR TARNN PYTHON
 BUILD=$1
 SRC=$2
@@ -33,20 +33,4 @@ a = tarnn.Model(pathlib.Path(small)).sample(4, seed=1)
 tarnn.write_png(pathlib.Path(work) / "py.png", tarnn.grid(a, 2, scale=1))
 PY
 cmp -s "$work/py.png" "$work/cmd.png" && ok || bad "the venv's images differ from the command's"
-# docs/PYTHON.md's Python examples, each on its own, from a folder laid out as the repository;
-# one that reads data/mnist is skipped, and said so, without it
-mkdir "$work/repo" && cd "$work/repo" || exit 1
-ln -s "$SRC/models" models
-[ -d "$SRC/data" ] && ln -s "$SRC/data" data
-awk '/^```python/ {on = 1; n++; next} /^```/ {on = 0} on {print > ("example" n ".py")}' "$SRC/docs/PYTHON.md"
-examples=0
-for example in example*.py; do
-  if grep -q data/mnist "$example" && [ ! -d data/mnist ]; then
-    echo "$example of docs/PYTHON.md skipped (no data/mnist here)"
-    continue
-  fi
-  examples=$((examples + 1))
-  "$work/venv/bin/python" "$example" >"$work/out" 2>&1 && ok || bad "docs/PYTHON.md's $example: $(tail -3 "$work/out")"
-done
-[ $examples -ge 2 ] && [ -s digits.png ] && ok || bad "docs/PYTHON.md: $examples examples run, digits.png: $(ls)"
 finish

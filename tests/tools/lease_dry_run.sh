@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# tools/gpu/lease.sh without a GPU (DRY=1): every step of a lease runs, printing instead of
-# running what needs the GPU; each printed tarnn, tools/*.py or cmake command must name a tool
-# that exists here and only flags that tool accepts (its --help lists them), and the other
-# commands must be the GPU machine's own tools. So a renamed flag or step fails in CI, not on a
-# lent GPU.
+# tools/gpu/lease.sh without a GPU (DRY=1): the three calls of a lease run on the estimates' clock,
+# printing instead of running what needs the GPU; each printed tarnn, tools/*.py or cmake command
+# must name a tool that exists here and only flags that tool accepts (its --help lists them), and
+# the other commands must be the GPU machine's own tools. So a renamed flag or step fails in CI,
+# not on a lent GPU. The bench covers every configuration at 4,096 images and at the automatic
+# batch, from lists that must be tarnn's own (precisions, state formats) and the reference's
+# (feature maps); the timed steps refuse to run beside a trainer.
 #   lease_dry_run.sh TARNN SOURCE_DIR
 set -u
 TARNN=$1 SRC=$2
@@ -12,14 +14,21 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
-cd "$SRC"
-DRY=1 OUT="$work/out" LEASE_DIR="$work/lease" PY="$PY" bash tools/gpu/lease.sh build train-start test sanitize train-end \
-  bench profile softmax pack >"$work/log" 2>&1 || bad "lease.sh exited $?: $(tail -5 "$work/log")"
-grep -q "== .* done" "$work/log" || bad "lease.sh did not reach its end"
-grep '^dry: ' "$work/log" | sed 's/^dry: //' >"$work/commands"
+cd "$SRC" || exit 1
+for c in 1 2 3; do
+  DRY=1 OUT="$work/out$c" LEASE_DIR="$work/lease" PY="$PY" bash tools/gpu/lease.sh call $c >"$work/log$c" 2>&1 ||
+    bad "call $c exited $?: $(tail -5 "$work/log$c")"
+  grep -q "== .* done" "$work/log$c" || bad "call $c did not reach its end"
+  grep -E "skipped|no room" "$work/log$c"
+done
+cat "$work"/log? | grep '^dry: ' | sed 's/^dry: //' >"$work/commands"
 [ "$(wc -l <"$work/commands")" -gt 20 ] || bad "too few commands: $(wc -l <"$work/commands")"
-# flags NAME HELP_CMD...: the --flags of the help's text
-flags_of() { "$@" --help 2>&1 | grep -oE -- '--[a-z0-9][a-z0-9-]*' | sort -u; }
+# flags_of HELP_CMD...: the --flags of the help's text (asked once per tool: a torch start-up each)
+declare -A helps
+flags_of() {
+  [ -n "${helps[$*]:-}" ] || helps[$*]=$("$@" --help 2>&1 | grep -oE -- '--[a-z0-9][a-z0-9-]*' | sort -u)
+  echo "${helps[$*]}"
+}
 while read -r line; do
   set -- $line
   while [ $# -gt 0 ] && { [ "$1" = timeout ] || [ "$1" = env ] || [[ "$1" == [A-Z_]*=* ]] || [[ "$1" =~ ^[0-9]+$ ]] || [ "$1" = /usr/bin/time ] || [ "$1" = -v ]; }; do shift; done
@@ -28,28 +37,55 @@ while read -r line; do
   case $tool in
     build-gpu/tarnn)
       sub=$1
-      known=$(flags_of "$TARNN" "$sub")
+      [ -n "${helps[$TARNN $sub]:-}" ] || flags_of "$TARNN" "$sub" >/dev/null
+      known=${helps[$TARNN $sub]}
       for f in $(printf '%s\n' "$@" | grep -oE '^--[a-z0-9-]+'); do
         grep -qx -- "$f" <<<"$known" || bad "tarnn $sub has no $f: $line"
       done ;;
     "$PY" | python3)
       script=$1
       [ -f "$script" ] || { bad "no $script: $line"; continue; }
-      known=$(flags_of "$PY" "$script")
+      [ -n "${helps[$PY $script]:-}" ] || flags_of "$PY" "$script" >/dev/null
+      known=${helps[$PY $script]}
       for f in $(printf '%s\n' "$@" | grep -oE '^--[a-z0-9-]+'); do
         grep -qx -- "$f" <<<"$known" || bad "$script has no $f: $line"
       done ;;
-    cmake | ctest | split) command -v "$tool" >/dev/null || bad "no $tool here: $line" ;;
+    cmake | ctest) command -v "$tool" >/dev/null || bad "no $tool here: $line" ;;
     nvidia-smi | compute-sanitizer | ncu) ;; # the GPU machine's
     build-gpu/tests/*) ;;                    # built there from test targets that exist here
     *) bad "an unexpected command: $line" ;;
   esac
 done <"$work/commands"
-# the timed steps refuse to run beside a trainer
+
+# every configuration: each precision x state format x feature map, at 4,096 images over every
+# position and at the automatic batch over 100
+lists=$(sed -n -E 's/^(PRECISIONS|STATES|MAPS)="(.*)"$/\1 \2/p' tools/gpu/lease.sh)
+mine() { awk -v k="$1" '$1 == k { $1 = ""; print }' <<<"$lists" | tr ' ' '\n' | grep . | sort | tr '\n' ' '; }
+theirs_of() { # tarnn's own list, from its answer to a value it does not know
+  "$TARNN" bench --steps 1 "--$1" none 2>&1 | sed -E 's/.*: not an? [a-z ]+ \(([^)]*)\).*/\1/; s/,| or | on cuda/ /g' |
+    tr ' ' '\n' | grep . | sort | tr '\n' ' '
+}
+[ "$(mine PRECISIONS)" = "$(theirs_of precision)" ] || bad "lease.sh's precisions '$(mine PRECISIONS)' are not tarnn's '$(theirs_of precision)'"
+[ "$(mine STATES)" = "$(theirs_of state)" ] || bad "lease.sh's state formats '$(mine STATES)' are not tarnn's '$(theirs_of state)'"
+maps=$(cd tools && $PY -c 'import tarnn_model; print("\n".join(tarnn_model.FEATURE_MAPS))' | sort | tr '\n' ' ')
+[ "$(mine MAPS)" = "$maps" ] || bad "lease.sh's feature maps '$(mine MAPS)' are not tarnn_model.py's '$maps'"
+configs=$(($(mine PRECISIONS | wc -w) * $(mine STATES | wc -w) * $(mine MAPS | wc -w)))
+for batch in "--batch 4096 --precision" "--batch 0 --steps 100 --precision"; do
+  n=$(grep -E "tarnn bench --device cuda (--shape mnist|--model [^ ]*/maps/[a-z_]+) $batch" "$work/commands" | sort -u | wc -l)
+  [ "$n" -eq "$configs" ] || bad "$n bench runs with '$batch', not the $configs configurations"
+done
+echo "bench: $configs configurations, each at 4,096 and at the automatic batch"
+
+# the timed steps refuse to run beside a trainer (a stand-in that lives until it is killed)
 mkdir -p "$work/lease2"
-sleep 30 & echo $! >"$work/lease2/train.pid"
-DRY=1 OUT="$work/out2" LEASE_DIR="$work/lease2" bash tools/gpu/lease.sh bench >"$work/log2" 2>&1
-grep -q "a trainer is running" "$work/log2" || bad "bench ran beside a trainer: $(tail -3 "$work/log2")"
-kill %1 2>/dev/null
+sleep infinity &
+trainer=$!
+trap 'kill $trainer 2>/dev/null; rm -rf "$work"' EXIT
+echo $trainer >"$work/lease2/train.pid"
+DRY=1 OUT="$work/out4" LEASE_DIR="$work/lease2" PY="$PY" bash tools/gpu/lease.sh bench profile softmax >"$work/log4" 2>&1
+grep -q "a trainer is running" "$work/log4" || bad "bench ran beside a trainer: $(tail -3 "$work/log4")"
+grep -q "skipped: profile: a trainer is running" "$work/log4" || bad "profile ran beside a trainer"
+grep -q "^dry: .*bench --device cuda" "$work/log4" && bad "a timed command beside a trainer"
+kill $trainer 2>/dev/null
 [ $fail -eq 0 ] && echo "lease dry run: ok ($(wc -l <"$work/commands") commands checked)"
 exit $fail

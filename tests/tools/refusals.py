@@ -3,7 +3,8 @@ with its arguments, and must end non-zero having said what it was given to say. 
 all of them, not one each: importing torch is 2.3 s of every run of export.py or train.py here,
 and a refusal only reads a file or two before it stops.
 
-usage: refusals.py CASES   (a JSON object a line: "what", "want", "argv": [tool.py, args...])
+usage: refusals.py CASES   (a JSON object a line: "what", "want", "argv": [tool.py, args...], and
+                           "one_line": true where the tool must print that one line and no other)
 Prints a FAIL line for each case that does not hold, then "N passed, M failed"; exit 1 on any.
 """
 import json
@@ -54,6 +55,8 @@ def main():
             print(f"FAIL: {case['what']}: succeeded")
         elif case["want"] not in text:
             print(f"FAIL: {case['what']}: no '{case['want']}' in: {last}")
+        elif case.get("one_line") and len(text.strip().splitlines()) != 1:
+            print(f"FAIL: {case['what']}: not one line: {text.strip()!r}")
         else:
             passed += 1
             continue

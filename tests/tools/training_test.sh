@@ -47,21 +47,14 @@ refuses_py() {
   $PY -c 'import json, sys; print(json.dumps({"what": sys.argv[1], "want": sys.argv[2], "argv": sys.argv[3:]}))' \
     "$@" >>"$work/refusals.jsonl"
 }
+# refuses_py_line: the same, and what the tool prints is that one line and nothing else
+refuses_py_line() {
+  $PY -c 'import json, sys; print(json.dumps({"what": sys.argv[1], "want": sys.argv[2], "argv": sys.argv[3:], "one_line": True}))' \
+    "$@" >>"$work/refusals.jsonl"
+}
 
 # tiny 6x6 digits-like data: a bright bar in each image
-SRC_TOOLS=$SRC/tools $PY - "$work" <<'PYEOF'
-import os, sys
-import numpy as np
-sys.path.insert(0, os.environ["SRC_TOOLS"])
-from mnist_data import write_idx
-rng = np.random.default_rng(0)
-imgs = np.zeros((40, 6, 6), np.uint8)
-for i, im in enumerate(imgs):
-    im[rng.integers(0, 6), :] = 255
-    im[:, rng.integers(0, 6)] = rng.integers(100, 256)
-write_idx(os.path.join(sys.argv[1], "train-idx"), imgs[:32])
-write_idx(os.path.join(sys.argv[1], "held-idx"), imgs[32:])
-PYEOF
+$PY "$SRC/tests/tools/tiny_images.py" "$work"
 tiny=(--height 6 --width 6 --n-layers 2 --n-heads 2 --d-head 4 --d-model 8 --d-ff 16 --mixtures 2)
 check "train 5 steps" $PY "$SRC/tools/train.py" --train "$work/train-idx" --heldout "$work/held-idx" \
   --ckpt "$work/ckpt.pt" "${tiny[@]}" --max-steps 5 --batch 4 --eval-every 1000 --threads 1
@@ -103,14 +96,16 @@ check "resume a checkpoint whose optimizer has other parameter groups" $PY "$SRC
   --heldout "$work/held-idx" --ckpt "$work/one-group.pt" --max-steps 9 --batch 4 --eval-every 1000 --threads 1 --trust-pickle
 weights_only_reads "$work/one-group.pt" || grep -q "warning: .*full pickle" "$work/out" &&
   pass=$((pass + 1)) || { echo "FAIL: no warning for --trust-pickle"; fail=$((fail + 1)); }
-# a hostile pickle: loading it would run code (create a file); both tools refuse it, no code runs
-$PY -c "
-import os, torch
-class Evil:
-    def __reduce__(self): return (os.system, ('touch $work/pwned',))
-torch.save({'model_state': Evil()}, '$work/evil.pt')"
+# hostile checkpoints: loading one would run code or extract files (each would create
+# $work/pwned); both tools refuse each in one line, and no code runs (checked after the refusals)
+$PY "$SRC/tests/tools/hostile_checkpoints.py" "$work" "$work/pwned"
 refuses_py "train.py refuses a pickle that runs code" "not a weights-only file" "$SRC/tools/train.py" --eval-only --ckpt "$work/evil.pt" --heldout "$work/held-idx"
 refuses_py "export.py refuses a pickle that runs code" "not a weights-only file" "$SRC/tools/export.py" "$work/evil.pt" --out "$work/m-evil"
+ts_refusal="is a TorchScript archive (it holds constants.pkl): torch.load would run its code whatever weights_only says"
+refuses_py_line "train.py refuses a TorchScript archive" "train: $work/evil-ts.pt $ts_refusal" "$SRC/tools/train.py" --eval-only --ckpt "$work/evil-ts.pt" --heldout "$work/held-idx"
+refuses_py_line "export.py refuses a TorchScript archive" "export: $work/evil-ts.pt $ts_refusal" "$SRC/tools/export.py" "$work/evil-ts.pt" --out "$work/m-evil"
+refuses_py_line "export.py refuses a TorchScript archive under another folder" "export: $work/evil-ts-folder.pt $ts_refusal" "$SRC/tools/export.py" "$work/evil-ts-folder.pt" --out "$work/m-evil"
+refuses_py_line "export.py refuses torch's legacy tar format" "is in torch's legacy tar format" "$SRC/tools/export.py" "$work/evil-tar.pt" --out "$work/m-evil"
 # --data: verified on held-out images, engine against PyTorch float64, before the folder is written
 check "export, verified" $PY "$SRC/tools/export.py" "$work/ckpt.pt" --out "$work/model" --data "$work/held-idx" --tarnn "$TARNN"
 verified=$(sed -n 's/.*verified on 8 images: .*max difference from PyTorch \([0-9.e+-]*\).*/\1/p' "$work/out")
@@ -214,6 +209,8 @@ for name, fm in kinds.items():
         sd = m.state_dict()
         torch.save(sd, f"{w}/favor-bare.pt")
         torch.save({k: v for k, v in sd.items() if k != omega}, f"{w}/favor-no-omega.pt")
+    if name == "smoothed_random_fourier":  # n_dims 7: its omega [4, 3] fits 8 as well
+        torch.save(m.state_dict(), f"{w}/smoothed-bare.pt")
 sm = rm.random_model(dict(tiny, attention="softmax"), 1).state_dict()
 torch.save({"model_state": sm, "config": dict(tiny, attention="softmax")}, f"{w}/fm-softmax.pt")
 torch.save(sm, f"{w}/softmax-bare.pt")
@@ -230,8 +227,9 @@ for kind in elu+1 relu random_fourier smoothed_random_fourier favor generalized_
   [ -n "$d" ] && $PY -c "import sys; sys.exit(not $d < 1e-4)" && pass=$((pass + 1)) ||
     { echo "FAIL: $kind --verify printed no max difference below 1e-4: $(cat "$work/out")"; fail=$((fail + 1)); }
 done
-check "export the paper's layout with --feature-map JSON" $PY "$SRC/tools/export.py" "$work/favor-bare.pt" --out "$work/fm-favor-flag" \
-  --config mnist "${tiny[@]}" --feature-map '{"kind": "favor", "n_dims": 6}'
+# the kind alone: n_dims (6, not d_head's 4) from the stored omega's shape [4, 3]
+check "export the paper's layout with --feature-map KIND" $PY "$SRC/tools/export.py" "$work/favor-bare.pt" --out "$work/fm-favor-flag" \
+  --config mnist "${tiny[@]}" --feature-map favor
 check "export the paper's layout with --attention full (softmax)" $PY "$SRC/tools/export.py" "$work/softmax-bare.pt" --out "$work/fm-softmax-flag" \
   --config mnist "${tiny[@]}" --attention full
 ! grep -q assuming "$work/out" && pass=$((pass + 1)) || { echo "FAIL: assumed with --attention given"; fail=$((fail + 1)); }
@@ -265,8 +263,10 @@ refuses_py "Favor(stabilize=True)" "Favor(stabilize=True) is not supported" "$SR
   --config mnist "${tiny[@]}" --feature-map '{"kind": "favor", "n_dims": 6, "stabilize": true}'
 refuses_py "a random-feature map without its omega" "the favor feature map draws an omega [d_head, 3] per layer, and the checkpoint lacks transformer.layers.1.attention.inner_attention.feature_map.omega" \
   "$SRC/tools/export.py" "$work/favor-no-omega.pt" --out "$work/m15" --config mnist "${tiny[@]}" --feature-map '{"kind": "favor", "n_dims": 6}'
-refuses_py "an omega without a random-feature map" "holds transformer.layers.0.attention.inner_attention.feature_map.omega [4, 3], a random-feature map's omega, but the model has the elu+1 feature map, assumed" \
+refuses_py "an omega without a random-feature map" "holds transformer.layers.0.attention.inner_attention.feature_map.omega [4, 3], a random-feature map's omega, but the model has the elu+1 feature map, assumed, which draws none: give --feature-map KIND, the kind it was trained with (random_fourier, smoothed_random_fourier, favor or generalized_random): the checkpoint does not say it; n_dims it does, in omega's shape" \
   "$SRC/tools/export.py" "$work/favor-bare.pt" --out "$work/m16" --config mnist "${tiny[@]}"
+refuses_py "smoothed_random_fourier's n_dims, left open by omega's shape" "--feature-map smoothed_random_fourier: omega [4, 3] fits n_dims 7 and 8, and the checkpoint does not say which (they weigh the cos and sin features against the smoothing one differently): give --feature-map '{\"kind\": \"smoothed_random_fourier\", \"n_dims\": 7}' or 8" \
+  "$SRC/tools/export.py" "$work/smoothed-bare.pt" --out "$work/m20" --config mnist "${tiny[@]}" --feature-map smoothed_random_fourier
 refuses_py "a flag contradicting the recorded feature map" "contradicts $work/fm-elu+1.pt, which records {\"kind\": \"elu+1\"}" \
   "$SRC/tools/export.py" "$work/fm-elu+1.pt" --out "$work/m17" --feature-map relu
 # --verify refuses what the engine does not match: here an "engine" that prints other numbers
@@ -295,7 +295,7 @@ counts=($(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$work/refusals
 pass=$((pass + counts[0])) fail=$((fail + counts[1]))
 [ -e "$work/pwned" ] && { echo "FAIL: a checkpoint's pickle ran code"; fail=$((fail + 1)); } || pass=$((pass + 1))
 refused=0
-for m in m5 m6 m9 m10 m11 m12 m13 m14 m15 m16 m17 m18 m19; do [ -e "$work/$m" ] && { echo "FAIL: a refused export wrote $m"; refused=1; }; done
+for m in m-evil m5 m6 m9 m10 m11 m12 m13 m14 m15 m16 m17 m18 m19 m20; do [ -e "$work/$m" ] && { echo "FAIL: a refused export wrote $m"; refused=1; }; done
 hidden=$(ls -A "$work" | grep '^\.') && { echo "FAIL: left behind: $hidden"; refused=1; } # staging folders
 [ $refused -eq 0 ] && pass=$((pass + 1)) || fail=$((fail + 1))
 

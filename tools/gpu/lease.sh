@@ -1,221 +1,821 @@
 #!/usr/bin/env bash
-# Work on a lent GPU machine (an H100 or H200; docs/CUDA.md, "On a lent GPU"), within its limits:
-# about 30 minutes, in commands of at most 10 minutes that follow each other closely (the machine
-# goes back 30 s after a call ends), nothing fetched there, at most 8 files of 16 MiB back, and
-# $OUT emptied before each call. One lease is three calls of at most 9 minutes:
+# A lent GPU (an H100, or an H200 when no H100 is free) for about 30 minutes, held to the lease's
+# limits (the device tool's README): commands of at most 10 minutes; the machine given back 30 s
+# after a call ends; $OUT emptied before each call and at most 8 files of 16 MiB, 64 MiB in all,
+# back from it; at most 64 MiB of tree and carried files to it. docs/CUDA.md "On a lent GPU" is
+# the runbook.
 #
-#   1. tools/gpu/lease.sh build train-start test           GPU targets; trainer; the GPU suite
-#   2. tools/gpu/lease.sh sanitize train-end bench         untimed checks while it trains; stop
-#                                                          it, score it; then the timings
-#   3. tools/gpu/lease.sh profile softmax pack             ncu; the paper's Table 1 on the GPU;
-#                                                          everything back in at most 8 files
-# TRAIN_ARGS adds to the trainer's flags; by default it trains at a GPU's pace: batch 512, the
-# rate and warm-up scaled from batch 64's (--ref-batch), bf16 autocast, the blocked attention at
-# 128 positions, torch.compile and a fused AdamW where the torch there has them.
-#
-# Steps (in the order given; their output goes to stdout and to /tmp/lease/log):
-#   build          build-gpu/: Release, sm_90 (CUDA_ARCH), the carried deps, the GPU targets only
-#   train-start    tools/train.py from models/mnist (or .gpu/init/) in its own session (setsid:
-#                  it outlives the call), logging to /tmp/lease/train.log, checkpointing every
-#                  minute to /tmp/lease/train.pt; TRAIN_MINUTES (20) at most
-#   test           the GPU suite (ctest -L gpu, test_cuda and test_kernels in full)
-#   sanitize       compute-sanitizer memcheck and racecheck over the GPU tests
-#   train-end      stop the trainer (it checkpoints on SIGTERM: weights, averaged weights,
-#                  optimizer, step), export both weights and score them
-#   bench          tarnn bench in every precision and state format at batch 4,096, 16,384 and
-#                  what fits; sample -n 10000 timed; bench --complete; score timed. Refuses to
-#                  run while a trainer does: timings beside it mean nothing
-#   profile        ncu over two steps per precision and state format at batch 4,096, its window
-#                  the kernels a step's graph holds (bench's kernels_per_step)
-#   softmax        the paper's softmax baseline on the GPU (tools/gpu/softmax_baseline.py)
-#   pack           $OUT: results.tgz (logs, JSON, CSV) and the checkpoint in 15 MiB parts, at
-#                  most 8 files (cat train.pt.part-* > .gpu/train.pt: the next lease resumes it);
-#                  were it more than 7 parts, the two exported weights' parts instead
-#
-# DRY=1 runs every step without a GPU: each command is printed, not run, where it needs the GPU
-# or would take minutes; the tools it calls are checked to exist and to accept the flags given
-# (tests/tools/lease_dry_run.sh, in CI).
+# Here, without a GPU:
+#   tools/gpu/lease.sh plan             one line per call, `call N: M.M min  STEPS`, and what each
+#                                       call brings back (`back: FILE SIZE`); what travels; the
+#                                       training's minutes; the estimates, each with its source.
+#                                       Exits 1 when a call passes 9 minutes, when what comes back
+#                                       breaks its limits or when what travels passes 64 MiB.
+#   tools/gpu/lease.sh prepare [MODEL]  .gpu/, which each call carries: Debian's headers for the
+#                                       build (deps/), data/mnist as mnist.tgz, and MODEL (the
+#                                       last lease's joined weights) as init/, in F32 where what
+#                                       travels allows it, else BF16
+#   tools/gpu/lease.sh join DIR MODEL   the weights a call brought back (its files in DIR) joined
+#                                       into the model folder MODEL, bit for bit, and scored here
+#                                       against the device's own score (tools/gpu/weights.py)
+# There, each call one `run` of the device tool (carry [".gpu"], timeout_s 600), back to back:
+#   tools/gpu/lease.sh call 1           build; the trainer (measured alone 60 s); the GPU suite
+#   tools/gpu/lease.sh call 2           sanitizers; the trainer's end and its weights, back; bench
+#   tools/gpu/lease.sh call 3           the rest of the bench; ncu; the paper's softmax on the GPU
+#   tools/gpu/lease.sh STEP...          steps by name:
+#     build        nvidia-smi; data/mnist from .gpu/mnist.tgz; build-gpu/ (Release, sm_90 on an H100
+#                  and an H200 alike, the carried deps): everything, so that every test labelled
+#                  gpu is built, whoever adds it
+#     train-start  tools/train.py from .gpu/init (else models/mnist) with a fresh optimizer, in its
+#                  own session (setsid: it outlives the call), to a deadline the plan sets: its
+#                  rate's decay ends before train-end. Its images/s is measured alone for 60 s
+#                  (after torch.compile, which falls back to eager mode after 2 minutes or a
+#                  failure) before anything else starts: $OUT/train-rate.json
+#     test         ctest -L gpu, once (every test labelled gpu: the kernels, the backend, the CLI)
+#     maps         MNIST-size random models of each other feature map, for the bench
+#     sanitize     compute-sanitizer, at most 60 s a tool: memcheck over every gpu-labelled test
+#                  program but test_cuda's full-size rollouts; racecheck over the attention
+#                  kernels' cases of test_kernels
+#     train-end    the trainer's end (on its own, at its deadline; else SIGTERM: it checkpoints);
+#                  its averaged weights exported (F32, or BF16 when F32 would not fit what comes
+#                  back), in parts with a manifest into $OUT at once, then scored on the GPU
+#     bench        every configuration (precision x state format x feature map) at 4,096 images
+#                  over all 783 positions and at the automatic batch over 100; sample and score
+#                  timed. Nothing else on the GPU (refused while a trainer runs); what a call has
+#                  no room for is left to the next call, said so
+#     profile      ncu over one step of each precision and state format at 4,096 images
+#     softmax      the paper's softmax baseline against linear attention in PyTorch on the GPU
+# Every step writes its log and results into $OUT as it goes (a call killed at its limit still
+# brings back what it did); each step runs only when its estimate fits what is left of the call's
+# 9 minutes, and says so when it does not. DRY=1 runs the steps here on a clock of estimates,
+# printing what needs a GPU instead of running it (tests/tools/lease_dry_run.sh, in CI).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
+MiB=1048576
+
+# ---- the lease's limits (the device tool's README) ------------------------------------------
+CALL_S=${LEASE_CALL_SECONDS:-540}         # a call's plan: 9 of the 10 minutes a command may run
+BACK_FILES=${LEASE_BACK_FILES:-8}         # files back from one call,
+BACK_FILE_B=${LEASE_BACK_FILE_BYTES:-$((16 * MiB))} # each at most,
+BACK_TOTAL_B=${LEASE_BACK_TOTAL_BYTES:-$((64 * MiB))} # and together
+TRAVEL_B=${LEASE_TRAVEL_BYTES:-$((64 * MiB))} # the tree and the carried paths, to the machine
+PART_B=$((BACK_FILE_B < 15 * MiB ? BACK_FILE_B : 15 * MiB)) # the weights' parts: under 16 MiB
+CALLS=("build train-start test maps" "sanitize train-end bench" "bench profile softmax")
+# What exists, one list each (lease_dry_run checks them against tarnn's and tarnn_model.py's own)
+PRECISIONS="fp32 tf32 bf16"
+STATES="fp32 fp16"
+MAPS="elu+1 relu random_fourier smoothed_random_fourier favor generalized_random"
+# A new path beside the one it replaces (A/B in one call): an environment setting per entry, each
+# configuration run once per entry, one after another. "" is the code as it is.
+BENCH_PATHS=("")
+NCU_METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
+NCU_METRICS+=,sm__throughput.avg.pct_of_peak_sustained_elapsed
+NCU_METRICS+=,dram__throughput.avg.pct_of_peak_sustained_elapsed
+NCU_METRICS+=,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
+TRAIN_ARGS=${TRAIN_ARGS:---batch 512 --ref-batch 64 --lr 1.5e-4 --warmup 200 --chunk 128 --compile}
+
 OUT=${OUT:-/tmp/tarnn-lease}
 L=${LEASE_DIR:-/tmp/lease} # kept between the calls of one lease (the machine stays up)
-DRY=${DRY:-}
-mkdir -p "$OUT" "$L"
-exec > >(tee -a "$L/log") 2>&1 # the call's output comes back as it is; $L/log goes in pack
-T=build-gpu/tarnn
+B=build-gpu
+T=${LEASE_TARNN:-$B/tarnn}
 PY=${PY:-python3}
-t0=$(date +%s)
-say() { echo "== [$(($(date +%s) - t0)) s] $*"; }
-# run CMD...: CMD, or with DRY=1 the line it would run
-run() { if [ -n "$DRY" ]; then echo "dry: $*"; else "$@"; fi; }
-precisions="fp32 tf32 bf16"
-states="fp32 fp16"
+TEST_IMAGES=${LEASE_IMAGES:-data/mnist/test-images-idx3-ubyte}
+DRY=${DRY:-}
+PLAN=          # set while the plan runs the steps on its clock
+CLOCK=0        # seconds into the call, on the plan's clock (plan and DRY=1)
+CALL=steps
 
-if [ ! -d data/mnist ] && [ -f .gpu/mnist.tgz ]; then mkdir -p data && tar xzf .gpu/mnist.tgz -C data; fi
+# ---- estimates ----------------------------------------------------------------------------
+# STEP SECONDS SOURCE (indented lines go on with the source): what the plan adds up, and what a
+# step is given at run time. LEASE_EST_STEP (with _ for -) overrides one (how the plan's test
+# makes a call too long).
+estimates() {
+  cat <<'EOF'
+build 90 dry run here, 2026-11-25 (2 cores): configure 6.8 s; the build 405 s of compiling in 85
+    steps, the longest 27 s (ninja log); on 16 cores about 27 + 12 + links, ~50 s, with room for a
+    slower core
+train-start 200 the trainer's start-up (20 s, estimate) + torch.compile under its watchdog (at
+    most 120 s: train.py --compile-timeout) + 60 s measured alone (--rate-seconds)
+test 180 estimate: ctest -L gpu once, beside the trainer; the last lease (2026-11-22) timed no
+    test alone (its ctest ran the whole suite)
+maps 25 estimate: 5 random MNIST-size models, a torch start-up and 26 MB written each
+    (tools/random_model.py)
+sanitize 130 at most 60 s a tool (timeout), and the listing of the GPU tests
+train-end 90 estimate: export (a 104 MB checkpoint in, 26 MB out) and parts; the engine's score of
+    the 10,000 test digits (4.3 s of steps at the measured 2,352 images/s, and its start);
+    PyTorch's (30 s)
+profile 30 estimate, a configuration: ncu replays a step's kernels (61 in fp32) for 6 metrics; the
+    last lease timed none (its ncu ran under timeouts of 100-140 s)
+softmax 20 estimate, a batch: a torch start-up (8 s) and 783 eager steps; softmax's KV cache at
+    4,096 images is 13 GB read a step on average: 5 s at 2 TB/s
+gap 45 from a call's end to the next one's start: the machine waits 30 s (the device README), so
+    the next call comes within them, and the tree's transfer (15 s, estimate)
+EOF
+}
 
+est() { # STEP: its estimate in seconds
+  local var="LEASE_EST_${1//-/_}"
+  if [ -n "${!var:-}" ]; then echo "${!var}"; return; fi
+  estimates | awk -v s="$1" '/^[^ ]/ && $1 == s { print $2; f = 1 } END { if (!f) print 0 }'
+}
+
+GAP_S=$(est gap) # the trainer's clock runs on between the calls
+
+# Images/s over all 783 positions on the H100, docs/CUDA.md (2026-11-22): fp32 and tf32
+# measured; bf16 not run yet, so tf32's (docs/CUDA.md's bf16 estimate is about tf32's). An fp16
+# state and the other feature maps: as the fp32 state and elu+1 (their estimates are as fast or
+# faster). A tarnn start-up: 2 s (sample -n 10000 took 6.0 s wall there, 4.3 s of it steps).
+# An H200 has an H100's arithmetic and 1.4 times its memory bandwidth: these hold as bounds.
+run_estimate() { # PRECISION BATCH(4096|auto): seconds of one bench run
+  local r4096=2005 rauto=2352
+  [ "$1" != fp32 ] && r4096=3301 rauto=4062
+  if [ "$2" = auto ]; then
+    awk -v r=$rauto 'BEGIN { printf "%d\n", 2 + 65536 * 100 / 783 / r + 0.999 }'
+  else
+    awk -v r=$r4096 -v b="$2" 'BEGIN { printf "%d\n", 2 + b / r + 0.999 }'
+  fi
+}
+
+# ---- the divisible steps' items: ID SECONDS WHAT... --------------------------------------------
+items_bench() {
+  local map p s b path
+  for map in $MAPS; do
+    [ "$map" = relu ] && items_bench_extras # the timed commands, after elu+1's configurations
+    for p in $PRECISIONS; do
+      for s in $STATES; do
+        for b in 4096 auto; do
+          for path in "${BENCH_PATHS[@]}"; do
+            echo "b$b-$p-$s-$map${path:+-${path//[^A-Za-z0-9]/_}} $(run_estimate $p $b) bench" \
+              "$map $p $s $b $path"
+          done
+        done
+      done
+    done
+  done
+}
+items_bench_extras() {
+  echo "sample-fp32 8 sample fp32 fp32"         # 6.0 s wall on the last lease
+  echo "sample-bf16-fp16 8 sample bf16 fp16"
+  echo "score-fp32 10 score fp32 fp32"          # 10,000 digits, one batch: 4.3 s of steps
+  echo "score-bf16-fp16 10 score bf16 fp16"
+  echo "complete 8 complete bf16 fp16"          # estimate: 10 images, 4 completions each
+  echo "cifar10 4 cifar10 bf16 fp16"            # 300 of 3,071 positions at 4,096: 1 s at 419/s
+}
+items_profile() {
+  local p s
+  for p in $PRECISIONS; do for s in $STATES; do echo "ncu-$p-$s $(est profile) $p $s"; done; done
+}
+items_softmax() { local b; for b in 256 1024 4096; do echo "softmax-$b $(est softmax) $b"; done; }
+divisible() { case $1 in bench | profile | softmax) return 0 ;; esac; return 1; }
+
+# ---- what comes back: FILE BYTES (upper bounds; the weights' exact) ---------------------------
+back_of() { # STEP
+  case $1 in
+    train-start) echo "train-rate.json 1024"; echo "train.log $((MiB / 4))" ;;
+    test) echo "tests.log $((2 * MiB))" ;;
+    sanitize) echo "sanitize.log $MiB" ;;
+    train-end) echo "train.log $((MiB / 4))"; echo "weights.json $((MiB / 2))"; weight_parts ;;
+    bench) echo "bench-$CALL.jsonl $MiB" ;;
+    profile) echo "ncu.tgz $MiB" ;;
+    softmax) echo "softmax.log 16384" ;;
+  esac
+}
+weights_bytes() { # DTYPE: the exported model.safetensors' size, from the shipped one's (F32)
+  local f=models/mnist/model.safetensors head
+  head=$(od -An -t u8 -N8 "$f" | tr -d ' ')
+  if [ "$1" = F32 ]; then stat -c %s "$f"
+  else echo $((8 + head + ($(stat -c %s "$f") - 8 - head) / 2)); fi # 2 bytes a number, not 4
+}
+weight_parts() { # the parts of the averaged weights in the dtype this call's limits allow
+  local dtype n i bytes
+  dtype=$(weights_dtype)
+  bytes=$(weights_bytes "$dtype")
+  n=$(((bytes + PART_B - 1) / PART_B))
+  for ((i = 0; i < n; i++)); do
+    printf 'weights.part-%02d %d\n' $i $((i < n - 1 ? PART_B : bytes - (n - 1) * PART_B))
+  done
+}
+# F32 when its parts and the rest of call 2's files fit what comes back, else BF16 (LEASE_WEIGHTS)
+weights_dtype() {
+  [ -n "${LEASE_WEIGHTS:-}" ] && { echo "$LEASE_WEIGHTS"; return; }
+  local others files total parts bytes s
+  others=$(for s in ${CALLS[1]}; do [ "$s" = train-end ] || CALL=2 back_of "$s"; done |
+    awk '{ n++; t += $2 } END { print n + 0, t + 0 }')
+  # + the call's log, train.log and weights.json
+  files=$((${others% *} + 3)) total=$((${others#* } + MiB + MiB / 4 + MiB / 2))
+  bytes=$(weights_bytes F32)
+  parts=$(((bytes + PART_B - 1) / PART_B))
+  if [ $((files + parts)) -le "$BACK_FILES" ] && [ $((total + bytes)) -le "$BACK_TOTAL_B" ]; then
+    echo F32
+  else echo BF16; fi
+}
+
+# ---- what travels: the tree (tracked, and untracked that git does not ignore) and .gpu --------
+# .gpu's parts where they are not made yet: deps, Debian's four packages' files (dpkg -L here:
+# nlohmann-json3-dev 1.2 MB, libcli11-dev 0.4, libstb-dev 2.7, libgtest-dev 1.4); mnist.tgz, the
+# last lease's (11.6 MB, issue 13's note); init, the weights in the dtype that fits.
+travel() { # prints "NAME BYTES NOTE" lines, the last "total BYTES"
+  local tracked untracked deps data init_f32 init dtype
+  tracked=$(git ls-files -z | xargs -0 stat -c %s 2>/dev/null | sum_of)
+  untracked=$(git ls-files -z -o --exclude-standard | xargs -0 -r stat -c %s | sum_of)
+  echo "tracked $tracked git ls-files"
+  echo "untracked $untracked not ignored by git"
+  if [ -d .gpu/deps ]; then
+    deps=$(du -sb .gpu/deps | cut -f1)
+    echo "deps $deps .gpu/deps"
+  else
+    deps=5700000
+    echo "deps $deps estimate: .gpu/deps not made (prepare)"
+  fi
+  if [ -f .gpu/mnist.tgz ]; then
+    data=$(stat -c %s .gpu/mnist.tgz)
+    echo "mnist.tgz $data .gpu/mnist.tgz"
+  else
+    data=11600000
+    echo "mnist.tgz $data estimate: the last lease's"
+  fi
+  init_f32=$(weights_bytes F32)
+  if [ -f .gpu/init/model.safetensors ]; then
+    init=$(du -sb .gpu/init | cut -f1)
+    echo "init $init .gpu/init"
+  else
+    dtype=$(init_dtype "$((tracked + untracked + deps + data))")
+    init=$(weights_bytes "$dtype")
+    local f32=$((tracked + untracked + deps + data + init_f32))
+    [ "$dtype" = BF16 ] && dtype="BF16: F32 would make $(mib $f32) MiB"
+    echo "init $init $dtype"
+  fi
+  echo "total $((tracked + untracked + deps + data + init))"
+}
+init_dtype() { # OTHER_BYTES: the init's dtype, F32 where it fits beside the rest
+  [ $(($1 + $(weights_bytes F32))) -le "$TRAVEL_B" ] && echo F32 || echo BF16
+}
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+minutes() { awk -v s="$1" 'BEGIN { printf "%.1f", s / 60 }'; }
+sum_of() { awk '{ t += $1 } END { print t + 0 }'; } # of the numbers on stdin, one a line
+
+# ---- the clock and the plan -----------------------------------------------------------------
+now() { if [ -n "$PLAN$DRY" ]; then echo "$CLOCK"; else echo "$SECONDS"; fi; }
+say() { [ -z "$PLAN" ] && echo "== [$(now) s] $*"; return 0; }
+run() { if [ -n "$DRY" ]; then echo "dry: $*" >&3; else "$@"; fi; } # fd 3: the call's log
+left() { echo $((CALL_S - $(now))); }
+STEPS=() # this invocation's steps, and the one running
+AT=0
+RAN=0
+
+# begin STEP: whether an atomic step runs: on the plan's clock it is counted (and does not run);
+# otherwise it runs when its estimate fits what is left of the call, and says so when it does not
+begin() {
+  local e l
+  e=$(est "$1")
+  if [ -n "$PLAN" ]; then
+    echo "at $CALL $1 $CLOCK"
+    CLOCK=$((CLOCK + e))
+    return 1
+  fi
+  l=$(left)
+  if [ "$e" -gt "$l" ]; then
+    say "skipped: $1: its estimate is $e s, and $l s are left of this call's $CALL_S"
+    return 1
+  fi
+  say "$1 (estimate $e s; $l s left of this call's $CALL_S)"
+  RAN=$e # DRY=1: the clock moves on by it once the step is done
+  return 0
+}
+
+declare -A ITEMS # each divisible step's items, listed once
+list_items() {
+  local s
+  for s in bench profile softmax; do
+    ITEMS[$s]=$("items_$s")
+    touch "$L/$s.done"
+  done
+}
+pending() { # STEP: its items not done yet in this lease
+  awk 'FILENAME == ARGV[1] { done[$1] = 1; next } !($1 in done)' "$L/$1.done" - <<<"${ITEMS[$1]}"
+}
+reserve() { # seconds the steps after this one in this invocation need
+  local i s t=0
+  for ((i = AT + 1; i < ${#STEPS[@]}; i++)); do
+    s=${STEPS[i]}
+    if divisible "$s"; then t=$((t + $(pending "$s" | awk '{ t += $2 } END { print t + 0 }')))
+    else t=$((t + $(est "$s"))); fi
+  done
+  echo $t
+}
+later_call_has() { # STEP: a later one of the three calls runs it too (the rest waits for it)
+  [[ $CALL =~ ^[0-9]+$ ]] || return 1
+  local n
+  for ((n = CALL; n < ${#CALLS[@]}; n++)); do [[ " ${CALLS[n]} " == *" $1 "* ]] && return 0; done
+  return 1
+}
+
+# items STEP RUNNER: the step's items not yet done, each while its estimate fits what the call has
+# left after the steps that follow. On the plan's clock the last call that has the step takes
+# whatever is left, fitting or not, so that a plan that does not fit shows it.
+items() {
+  local step=$1 runner=$2 list id e rest ran=0 total before room take_all=""
+  list=$(pending "$step")
+  total=$(grep -c . <<<"${ITEMS[$step]}")
+  before=$((total - $(grep -c . <<<"$list")))
+  [ -n "$PLAN" ] && ! later_call_has "$step" && take_all=1
+  [ -n "$PLAN" ] && echo "at $CALL $step $CLOCK"
+  [ -z "$list" ] && say "$step: all $total done"
+  while read -r id e rest; do
+    [ -z "$id" ] && break
+    room=$(($(left) - $(reserve)))
+    if [ "$e" -gt "$room" ] && [ -z "$take_all" ]; then
+      if [ -z "$PLAN" ] && later_call_has "$step"; then
+        say "$step: no room for $id and the $((total - before - ran - 1)) after it (estimate" \
+          "$e s, $room s left before the steps after it): left for the next call"
+      elif [ -z "$PLAN" ]; then
+        say "skipped: $step: $((total - before - ran)) of $total not run, no room (the next" \
+          "one's estimate is $e s, $room s left)"
+      fi
+      break
+    fi
+    [ -z "$PLAN" ] && "$runner" "$id" "$e" $rest
+    [ -n "$PLAN$DRY" ] && CLOCK=$((CLOCK + e))
+    echo "$id" >>"$L/$step.done"
+    ran=$((ran + 1))
+  done <<<"$list"
+  [ -n "$PLAN" ] && echo "items $CALL $step $((before + 1)) $((before + ran)) $total"
+  return 0
+}
+
+# simulate: every standard call's steps on the plan's clock. Prints "at CALL STEP SECONDS",
+# "items CALL STEP FIRST LAST OF" and "call N SECONDS" lines.
+simulate() {
+  (
+    PLAN=1
+    L=$(mktemp -d)
+    trap 'rm -rf "$L"' EXIT
+    list_items
+    for CALL in 1 2 3; do
+      read -ra STEPS <<<"${CALLS[CALL - 1]}"
+      CLOCK=0
+      for ((AT = 0; AT < ${#STEPS[@]}; AT++)); do step "${STEPS[AT]}"; done
+      echo "call $CALL $CLOCK"
+    done
+  )
+}
+
+do_plan() {
+  local sim bad=0 n total desc files bytes line
+  sim=$(simulate)
+  for n in 1 2 3; do
+    total=$(awk -v n=$n '$1 == "call" && $2 == n { print $3 }' <<<"$sim")
+    desc=$(for s in ${CALLS[n - 1]}; do
+      if divisible "$s"; then
+        awk -v n=$n -v s="$s" '$1 == "items" && $2 == n && $3 == s {
+          if ($5 < $4) print s "(none)"; else if ($4 == 1 && $5 == $6) print s "(" $6 ")";
+          else print s "(" $4 "-" $5 " of " $6 ")" }' <<<"$sim"
+      else echo "$s"; fi
+    done | tr '\n' ' ')
+    printf 'call %d: %s min  %s\n' $n "$(minutes "$total")" "${desc% }"
+    if [ "$total" -gt "$CALL_S" ]; then
+      echo "  over $((CALL_S / 60)) minutes: at run time what does not fit is skipped"; bad=1
+    fi
+    files=$( (CALL=$n; echo "log-$n.txt $MiB"; for s in ${CALLS[n - 1]}; do back_of "$s"; done) |
+      awk '!seen[$1]++')
+    while read -r f b; do
+      echo "back: $f $(mib "$b") MiB"
+      [ "$b" -gt "$BACK_FILE_B" ] && { echo "  $f: over $(mib "$BACK_FILE_B") MiB"; bad=1; }
+    done <<<"$files"
+    line=$(awk '{ n++; t += $2 } END { print n, t }' <<<"$files")
+    if [ "${line% *}" -gt "$BACK_FILES" ] || [ "${line#* }" -gt "$BACK_TOTAL_B" ]; then
+      echo "  back: ${line% *} files, $(mib "${line#* }") MiB: over $BACK_FILES files or" \
+        "$(mib "$BACK_TOTAL_B") MiB"
+      bad=1
+    fi
+  done
+  local tr tot
+  tr=$(travel)
+  tot=$(awk '$1 == "total" { print $2 }' <<<"$tr")
+  echo "travels: $(mib "$tot") MiB of $(mib "$TRAVEL_B"): $(awk '$1 != "total" {
+    note = $3; for (i = 4; i <= NF; i++) note = note " " $i
+    printf "%s%s %.1f (%s)", sep, $1, $2 / 1048576, note; sep = ", " }' <<<"$tr")"
+  [ "$tot" -gt "$TRAVEL_B" ] && { echo "  travels: over $(mib "$TRAVEL_B") MiB"; bad=1; }
+  local start1 end1 te2 s
+  start1=$(awk '$1 == "at" && $2 == 1 && $3 == "train-start" { print $4 }' <<<"$sim")
+  te2=$(awk '$1 == "at" && $2 == 2 && $3 == "train-end" { print $4 }' <<<"$sim")
+  end1=$(awk '$1 == "call" && $2 == 1 { print $3 }' <<<"$sim")
+  s=$((end1 - start1 + GAP_S + te2 - 30))
+  echo "training: $(minutes $s) min, from call 1's $start1 s to 30 s before train-end at call" \
+    "2's $te2 s (the gap between calls $GAP_S s); the rate's decay over the last half; weights" \
+    "back as $(weights_dtype)"
+  echo "cards: an H100, or an H200 when no H100 is free: sm_90 either way; the estimates are the" \
+    "H100's, bounds on an H200 (the same arithmetic, 1.4 times the memory bandwidth); the memory" \
+    "is the card's own (nvidia-smi in the log, the engine's batch from what is free)"
+  echo "estimates (seconds, source):"
+  estimates | sed 's/^/  /'
+  local runs
+  runs=$(items_bench | awk '{ t += $2; n++ } END { print t " in " n " runs:" }')
+  echo "  bench $runs docs/CUDA.md's H100 rates (bf16: tf32's) and 2 s a start (run_estimate);" \
+    "sample and score timed"
+  return $bad
+}
+
+# ---- the steps that run there -----------------------------------------------------------------
 training() { [ -f "$L/train.pid" ] && kill -0 "$(cat "$L/train.pid")" 2>/dev/null; }
+need_build() {
+  [ -x "$T" ] || [ -n "$DRY" ] && return 0
+  say "skipped: no $T (the build failed or did not run)"
+  return 1
+}
+bounded() { # SECONDS CMD...: CMD, killed when the call's time runs out
+  local s=$1
+  shift
+  [ "$s" -lt 1 ] && s=1
+  run timeout "$s" "$@"
+}
 
 step_build() {
-  run nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
-  local deps=$PWD/.gpu/deps/usr py
+  begin build || return 0
+  # the card as it is: its name and memory (nothing here assumes an H100's 80 GB)
+  run nvidia-smi --query-gpu=name,memory.total,memory.free,driver_version,clocks.max.sm \
+    --format=csv,noheader
+  if [ ! -d data/mnist ] && [ -f .gpu/mnist.tgz ]; then
+    mkdir -p data && tar xzf .gpu/mnist.tgz -C data
+  fi
+  local py deps=$PWD/.gpu/deps/usr
   py=$(command -v "$PY")
-  say "configure"
-  run cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  # sm_90 on an H100 and an H200 alike (CUDA_ARCH for another card)
+  if ! run cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90-real}" -DCMAKE_PREFIX_PATH="$deps" \
-    -DTARNN_TORCH_PYTHON="$py" -DPython_EXECUTABLE="$py" -DTARNN_PYTHON=OFF -DTARNN_SERVE=OFF
-  say "build: the command, the plugin and the GPU tests only"
-  run cmake --build build-gpu -j16 --target tarnn tarnn_cuda test_cuda test_kernels test_state
+    -DTARNN_TORCH_PYTHON="$py" -DPython_EXECUTABLE="$py" -DTARNN_PYTHON=OFF -DTARNN_SERVE=OFF \
+    >"$L/build.log" 2>&1; then
+    tail -30 "$L/build.log"
+    say "configure failed: the steps that need the build will say so"
+    return 0
+  fi
+  if ! bounded "$(left)" cmake --build $B -j"$(nproc)" >>"$L/build.log" 2>&1; then
+    grep -B2 -A8 -m5 "error" "$L/build.log" | head -60
+    say "build failed: the steps that need it will say so"
+  fi
   say "built"
 }
 
 step_train_start() {
-  local init=models/mnist minutes=${TRAIN_MINUTES:-20}
+  begin train-start || return 0
+  local init=models/mnist sim end_at wait_s
   [ -f .gpu/init/model.safetensors ] && init=.gpu/init
-  [ -f .gpu/train.pt ] && [ ! -f "$L/train.pt" ] && cp .gpu/train.pt "$L/train.pt" # resume
-  say "training from $init (or $L/train.pt) for at most $minutes minutes, in its own session"
+  # the deadline: the plan's end of call 1, the gap, and train-end's start in call 2, less 30 s
+  sim=$(simulate)
+  end_at=$(awk -v t0="$(date +%s)" -v now="$(now)" -v gap=$GAP_S '
+    $1 == "call" && $2 == 1 { end1 = $3 } $1 == "at" && $2 == 2 && $3 == "train-end" { te = $4 }
+    END { printf "%d\n", t0 - now + end1 + gap + te - 30 }' <<<"$sim")
+  [ -n "${TRAIN_MINUTES:-}" ] && end_at=$(($(date +%s) + ${TRAIN_MINUTES%.*} * 60))
+  echo "$end_at" >"$L/train.end"
+  say "training from $init until $(date -d @"$end_at" +%T)" \
+    "($(((end_at - $(date +%s)) / 60)) min), in its own session"
+  # shellcheck disable=SC2206 # TRAIN_ARGS: flags, split at spaces
   local cmd=("$PY" tools/train.py --init-from "$init" --train data/mnist/train-images-idx3-ubyte
     --heldout data/mnist/valid-images-idx3-ubyte --ckpt "$L/train.pt" --ckpt-minutes 1
-    --minutes "$minutes" --time-decay 0.5 --ema 0.999 --eval-every 500 --eval-images 1000
-    ${TRAIN_ARGS:---batch 512 --ref-batch 64 --lr 1.5e-4 --warmup 200 --chunk 128 --compile})
+    --end-at "$end_at" --time-decay 0.5 --ema 0.999 --eval-every 500 --eval-images 1000
+    --compile-timeout 120 --rate-seconds 60 --rate-file "$L/train-rate.json" $TRAIN_ARGS)
   if [ -n "$DRY" ]; then
     run "${cmd[@]}"
-    "$PY" tools/train.py --help >/dev/null # the flags above are checked by the dry-run test
-    return
+    return 0
   fi
-  PYTHONUNBUFFERED=1 setsid "${cmd[@]}" >"$L/train.log" 2>&1 </dev/null &
+  rm -f "$L/train-rate.json"
+  PYTHONUNBUFFERED=1 setsid "${cmd[@]}" >>"$L/train.log" 2>&1 </dev/null &
   echo $! >"$L/train.pid"
+  # nothing else on the GPU until its rate is measured alone: start-up, compile, 60 s
+  wait_s=$(($(est train-start) + 30))
+  while [ ! -f "$L/train-rate.json" ] && training && [ "$wait_s" -gt 0 ] &&
+    [ $SECONDS -lt $((CALL_S - 30)) ]; do
+    sleep 2
+    wait_s=$((wait_s - 2))
+  done
+  grep -E "^(initialised|resumed|--compile|rate|fresh|batch|training)" "$L/train.log"
+  if [ -f "$L/train-rate.json" ]; then cp "$L/train-rate.json" "$OUT/"
+  elif training; then say "no rate measured yet: the trainer is still starting; the tests go on"
+  else say "the trainer stopped: $(tail -2 "$L/train.log")"; fi
+  cp "$L/train.log" "$OUT/train.log"
 }
 
 step_test() {
-  say "the GPU suite"
-  run ctest --test-dir build-gpu -L gpu --timeout 400 --output-on-failure >"$L/tests.log" 2>&1
-  local tc=build-gpu/tests/test_cuda tk=build-gpu/tests/test_kernels
-  say "the GPU suites in full"
-  { run env TARNN_KERNELS=cuda "$tk"; run "$tc"; run build-gpu/tests/test_state; } >>"$L/tests.log" 2>&1
-  grep -E "max error|identical|FAILED|PASSED|tests passed" "$L/tests.log" | tail -40
+  begin test || return 0
+  need_build || return 0
+  say "the GPU suite: ctest -L gpu, once"
+  bounded "$(left)" ctest --test-dir $B -L gpu --timeout 300 --output-on-failure \
+    >>"$OUT/tests.log" 2>&1
+  grep -E "max error|identical|FAILED|Passed|Failed|tests passed|Skipped" "$OUT/tests.log" |
+    tail -40
+}
+
+step_maps() {
+  begin maps || return 0
+  local m
+  for m in $MAPS; do
+    [ "$m" = elu+1 ] || [ -f "$L/maps/$m/model.safetensors" ] && continue
+    run "$PY" tools/random_model.py --config mnist --seed 2 --feature-map "$m" \
+      --out "$L/maps/$m" >/dev/null
+  done
+}
+
+gpu_tests() { # "ENV... PROGRAM" for every gpu-labelled test that is a program (not a script)
+  if [ -n "$DRY" ] && [ ! -f $B/CTestTestfile.cmake ]; then
+    echo "TARNN_KERNELS=cuda $B/tests/test_kernels"
+    return
+  fi
+  ctest --test-dir $B -L gpu --show-only=json-v1 | "$PY" -c '
+import json, os, sys
+for t in json.load(sys.stdin)["tests"]:
+    cmd = t.get("command") or []
+    if not cmd or not cmd[0].startswith(os.path.abspath(sys.argv[1])) or t["name"] == "test_cuda":
+        continue  # scripts, and test_cuda: its full-size rollouts outlast any tool (2026-11-22)
+    env = [e for p in t.get("properties", []) if p["name"] == "ENVIRONMENT" for e in p["value"]
+           if " " not in e]
+    print(" ".join(env + cmd))' "$B"
 }
 
 step_sanitize() {
-  local tc=build-gpu/tests/test_cuda tk=build-gpu/tests/test_kernels
-  for tool in ${TOOLS:-memcheck racecheck}; do
-    say "compute-sanitizer --tool $tool"
-    run timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 "$tc" \
-      --gtest_filter='CudaParity.SmallGolden:CudaParity.Masked*:CudaMemory.*:CudaPrefill.*' 2>&1 | tail -8
-    run env TARNN_KERNELS=cuda timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      "$tk" 2>&1 | tail -5
-  done
+  begin sanitize || return 0
+  need_build || return 0
+  if [ -z "$DRY" ] && ! command -v compute-sanitizer >/dev/null; then
+    say "skipped: no compute-sanitizer here"
+    return 0
+  fi
+  local stop_at line rc envs prog w
+  stop_at=$(($(now) + 60))
+  while read -r line; do
+    envs=() prog=""
+    for w in $line; do
+      if [[ $w == *=* ]] && [ -z "$prog" ]; then envs+=("$w"); else prog="$prog $w"; fi
+    done
+    echo "-- memcheck:${envs[*]:+ ${envs[*]}}$prog" >>"$OUT/sanitize.log"
+    # shellcheck disable=SC2086
+    bounded $((stop_at - $(now))) env "${envs[@]}" compute-sanitizer --tool memcheck \
+      --error-exitcode 9 $prog >>"$OUT/sanitize.log" 2>&1
+    rc=$?
+    say "memcheck$prog: $(sanitizer_verdict $rc)"
+  done < <(gpu_tests)
+  echo "-- racecheck: the attention kernels' cases" >>"$OUT/sanitize.log"
+  bounded 60 env TARNN_KERNELS=cuda compute-sanitizer --tool racecheck --error-exitcode 9 \
+    $B/tests/test_kernels --gtest_filter='*linear_attention*' >>"$OUT/sanitize.log" 2>&1
+  rc=$?
+  say "racecheck over the attention kernels: $(sanitizer_verdict $rc)"
+}
+sanitizer_verdict() { # RC: in words, with the log's summary
+  [ -n "$DRY" ] && { echo "dry"; return; }
+  local summary
+  summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Device not supported|PASSED|FAILED" \
+    "$OUT/sanitize.log" | tail -3 | tr '\n' ' ')
+  case $1 in
+    0) echo "clean ($summary)" ;;
+    9) echo "ERRORS ($summary)" ;;
+    124) echo "stopped at its time (the tests it finished are in sanitize.log)" ;;
+    *) echo "exit $1: $(grep -m1 -iE "error|not supported" "$OUT/sanitize.log" | cut -c1-160)" ;;
+  esac
 }
 
-step_train_end() {
-  say "stopping the trainer (it checkpoints on SIGTERM)"
+stop_trainer() { # on its own by its deadline (its decay done), else SIGTERM: it checkpoints
+  training || return 0
+  local end_at
+  end_at=$(cat "$L/train.end" 2>/dev/null || echo 0)
+  while training && [ "$(date +%s)" -lt $((end_at + 60)) ] && [ "$(left)" -gt 60 ]; do sleep 1; done
   if training; then
+    say "the trainer is past its deadline (or the call's time is short): SIGTERM, it" \
+      "checkpoints; its decay is not finished"
     kill -TERM "$(cat "$L/train.pid")"
     while training; do sleep 1; done
   fi
-  [ -f "$L/train.log" ] && tail -20 "$L/train.log"
-  for kind in ema raw; do
-    local flag=""
-    [ $kind = ema ] && flag=--ema
-    run "$PY" tools/export.py "$L/train.pt" --out "$L/m-$kind" $flag
-  done
-  say "test bits/dim of the averaged and the last weights (engine, cuda, fp32)"
-  for kind in ema raw; do
-    run $T score --device cuda --model "$L/m-$kind" --images data/mnist/test-images-idx3-ubyte \
-      --quiet --json-file "$L/score-$kind.json"
-  done
-  run "$PY" tools/train.py --eval-only --use-ema --ckpt "$L/train.pt" --batch 250 \
-    --heldout data/mnist/test-images-idx3-ubyte
 }
 
-bench() { # ARGS...: one timed run, appended to bench.jsonl
-  if training; then
-    echo "lease.sh: a trainer is running: stop it (train-end) before anything is timed" >&2
-    return 1
+step_train_end() {
+  begin train-end || return 0
+  stop_trainer
+  if [ -f "$L/train.log" ]; then tail -12 "$L/train.log"; cp "$L/train.log" "$OUT/train.log"; fi
+  local dtype score=$L/score-ema.json
+  dtype=$(weights_dtype)
+  if [ ! -f "$L/train.pt" ]; then # DRY=1 without a stand-in checkpoint: the commands
+    say "no checkpoint $L/train.pt: nothing to export"
+    [ -n "$DRY" ] || return 0
+    run "$PY" tools/export.py "$L/train.pt" --out "$L/m-ema" --ema --dtype "$dtype"
+    run "$T" score --device cuda --model "$L/m-ema" --images "$TEST_IMAGES" --quiet \
+      --json-file "$score"
+    torch_score
+    return 0
   fi
-  echo "-- tarnn bench $*"
-  rm -f "$L/b.json"
-  run timeout 150 $T bench --device cuda "$@" --quiet --json-file "$L/b.json" | tail -2
-  [ -f "$L/b.json" ] && cat "$L/b.json" >>"$L/bench.jsonl"
+  say "the averaged weights, $dtype, back in parts at once; then scored"
+  rm -rf "$L/m-ema"
+  if ! "$PY" tools/export.py "$L/train.pt" --out "$L/m-ema" --ema --dtype "$dtype"; then
+    say "export failed"
+    return 0
+  fi
+  "$PY" tools/gpu/weights.py pack "$L/m-ema" "$OUT" --part-bytes "$PART_B" --dtype "$dtype"
+  local device=cuda
+  [ -n "$DRY" ] && device=cpu # the proof here (lease_pack_join): the CPU engine plays the GPU
+  timeout "$(left)" "$T" score --device $device --model "$L/m-ema" --images "$TEST_IMAGES" --quiet \
+    --json-file "$score" &&
+    "$PY" tools/gpu/weights.py scored "$OUT/weights.json" "$score" "$TEST_IMAGES"
+  torch_score
+}
+torch_score() { # PyTorch's fp32 figure for the same weights, beside the engine's (in the log)
+  run "$PY" tools/train.py --eval-only --use-ema --ckpt "$L/train.pt" --batch 250 \
+    --heldout "$TEST_IMAGES"
+}
+
+# bench_one ID SECONDS WHAT ARGS...: one timed run; its JSON, or its error, into bench-CALL.jsonl
+bench_one() {
+  local id=$1 e=$2 what=$3 cap err
+  shift 3
+  cap=$((3 * e + 10))
+  [ "$cap" -gt "$(left)" ] && cap=$(left)
+  rm -f "$L/b.json" "$L/b.err"
+  echo "-- $id"
+  case $what in
+    bench) # MAP P S BATCH [PATH]
+      local model=(--shape mnist) batch=(--batch 4096)
+      [ "$1" != elu+1 ] && model=(--model "$L/maps/$1")
+      [ "$4" = auto ] && batch=(--batch 0 --steps 100)
+      if [ "$1" != elu+1 ] && [ -z "$DRY" ] && [ ! -f "$L/maps/$1/model.safetensors" ]; then
+        echo "no $L/maps/$1 (the maps step did not make it)" >"$L/b.err"
+      else # shellcheck disable=SC2086
+        bounded $cap env ${5:-} "$T" bench --device cuda "${model[@]}" "${batch[@]}" \
+          --precision "$2" --state "$3" --quiet --json-file "$L/b.json" 2>"$L/b.err" | tail -1
+      fi ;;
+    sample) # the wall time and peak memory of the whole command, start and PNG included
+      bounded $cap /usr/bin/time -v "$T" sample --device cuda --model models/mnist -n 10000 \
+        --seed 1 --precision "$1" --state "$2" -o "$L/s.png" --quiet --json-file "$L/b.json" \
+        2>"$L/b.err"
+      grep -E "Elapsed|Maximum resident" "$L/b.err" ;;
+    score)
+      bounded $cap "$T" score --device cuda --model models/mnist --images "$TEST_IMAGES" \
+        --precision "$1" --state "$2" --quiet --json-file "$L/b.json" 2>"$L/b.err" | tail -1 ;;
+    complete)
+      bounded $cap "$T" bench --device cuda --complete --model models/mnist --precision "$1" \
+        --state "$2" --quiet --json-file "$L/b.json" 2>"$L/b.err" | tail -1 ;;
+    cifar10)
+      bounded $cap "$T" bench --device cuda --shape cifar10 --batch 4096 --steps 300 \
+        --precision "$1" --state "$2" --quiet --json-file "$L/b.json" 2>"$L/b.err" | tail -1 ;;
+  esac
+  if [ -f "$L/b.json" ]; then
+    { printf '{"id": "%s", "result": ' "$id"; tr -d '\n' <"$L/b.json"; echo "}"; } \
+      >>"$OUT/bench-$CALL.jsonl"
+  elif [ -z "$DRY" ]; then
+    err=$(grep -v -E "^\s|Command being timed" "$L/b.err" 2>/dev/null | head -1 |
+      tr -d '"\\' | cut -c1-200)
+    echo "$id: ${err:-no result}"
+    printf '{"id": "%s", "error": "%s"}\n' "$id" "${err:-no result}" >>"$OUT/bench-$CALL.jsonl"
+  fi
   return 0
 }
 
 step_bench() {
-  say "bench: every precision and state format"
-  for p in $precisions; do
-    for s in $states; do
-      for b in 4096 16384 0; do bench --shape mnist --batch $b --precision $p --state $s || return 1; done
-    done
-  done
-  bench --shape cifar10 --batch 4096 --steps 300 --precision bf16 --state fp16
-  bench --complete --model models/mnist --precision bf16 --state fp16
-  say "sample -n 10000 and score of the 10,000 test digits, timed"
-  for s in $states; do
-    run /usr/bin/time -v $T sample --device cuda --model models/mnist -n 10000 --seed 1 --state $s \
-      --precision bf16 -o "$L/s-$s.png" 2>&1 | grep -E "images in|Elapsed|Maximum resident"
-    run $T score --device cuda --model models/mnist --images data/mnist/test-images-idx3-ubyte \
-      --state $s --quiet --json-file "$L/score-test-$s.json"
-  done
+  if [ -z "$PLAN" ]; then
+    if training; then
+      echo "lease.sh: a trainer is running: stop it (train-end) before anything is timed" >&2
+      say "skipped: bench: a trainer is running"
+      return 0
+    fi
+    need_build || return 0
+  fi
+  items bench bench_one
+}
+
+profile_one() { # ID SECONDS P S: ncu over one step at 4,096 images
+  local id=$1 p=$3 s=$4 k=61
+  if [ -z "$DRY" ]; then # the window: the kernels of one step's graph, after two steps
+    "$T" bench --device cuda --shape mnist --batch 4096 --steps 2 --precision "$p" --state "$s" \
+      --quiet --json-file "$L/k.json" >/dev/null &&
+      k=$("$PY" -c "import json; print(json.load(open('$L/k.json'))['kernels_per_step'])")
+  fi
+  say "ncu, $p GEMMs, $s state: $k kernels a step"
+  bounded $(($(left) < 90 ? $(left) : 90)) ncu --csv --launch-skip $((2 * k)) --launch-count "$k" \
+    --metrics "$NCU_METRICS" \
+    "$T" bench --device cuda --shape mnist --batch 4096 --steps 3 --precision "$p" --state "$s" \
+    --quiet >"$L/$id.csv" 2>"$L/ncu.err" ||
+    say "ncu: $(grep -m1 -iE "error|==ERROR==" "$L/ncu.err" | cut -c1-160)"
+  local csvs=("$L"/ncu-*.csv)
+  [ -z "$DRY" ] && tar czf "$OUT/ncu.tgz" -C "$L" "${csvs[@]##*/}"
+  return 0
 }
 
 step_profile() {
-  if training; then echo "lease.sh: stop the trainer before profiling" >&2; return 1; fi
-  for p in $precisions; do
-    for s in $states; do
-      # the window: two steps after two warm-up steps, from the graph's own kernel count
-      local k=61
-      if [ -z "$DRY" ]; then
-        $T bench --device cuda --shape mnist --batch 4096 --steps 2 --precision $p --state $s \
-          --quiet --json-file "$L/k.json" >/dev/null
-        k=$("$PY" -c "import json; print(json.load(open('$L/k.json'))['kernels_per_step'])")
-      fi
-      say "ncu, $p GEMMs, $s state: $k kernels a step"
-      run timeout 100 ncu --csv --launch-skip $((2 * k)) --launch-count $((2 * k)) \
-        --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
-        $T bench --device cuda --shape mnist --batch 4096 --steps 4 --precision $p --state $s \
-        --quiet >"$L/ncu-$p-$s.csv" 2>"$L/ncu.err"
-    done
-  done
+  if [ -z "$PLAN" ]; then
+    if training; then say "skipped: profile: a trainer is running"; return 0; fi
+    need_build || return 0
+    [ -n "$DRY" ] || command -v ncu >/dev/null || { say "skipped: profile: no ncu here"; return 0; }
+  fi
+  items profile profile_one
+}
+
+softmax_one() { # ID SECONDS BATCH
+  say "PyTorch on the GPU, batch $3: softmax (KV cache) against linear (RNN form)"
+  bounded $((3 * $2 < $(left) ? 3 * $2 : $(left))) "$PY" tools/gpu/softmax_baseline.py \
+    --batch "$3" >>"$OUT/softmax.log" 2>&1
+  [ -z "$DRY" ] && tail -2 "$OUT/softmax.log"
+  return 0
 }
 
 step_softmax() {
-  say "PyTorch on the GPU: softmax (KV cache) against linear (RNN form)"
-  for b in 256 1024 4096; do run timeout 150 "$PY" tools/gpu/softmax_baseline.py --batch $b; done
+  [ -z "$PLAN" ] && training && { say "skipped: softmax: a trainer is running"; return 0; }
+  items softmax softmax_one
 }
 
-step_pack() {
-  say "pack: results.tgz and the checkpoint's parts"
-  tar czf "$OUT/results.tgz" -C "$L" --ignore-failed-read log tests.log train.log bench.jsonl \
-    $(cd "$L" && ls score-*.json ncu-*.csv 2>/dev/null) 2>/dev/null
-  if [ -f "$L/train.pt" ]; then
-    run split -b 15M -d "$L/train.pt" "$OUT/train.pt.part-"
-    if [ "$(find "$OUT" -maxdepth 1 -name 'train.pt.part-*' | wc -l)" -gt 7 ]; then
-      echo "the checkpoint is more than 7 parts: the exported weights instead (no optimizer)"
-      rm -f "$OUT"/train.pt.part-*
-      for kind in ema raw; do
-        run split -b 15M -d "$L/m-$kind/model.safetensors" "$OUT/$kind.part-"
-      done
-    fi
-  fi
-  local n
-  n=$(find "$OUT" -maxdepth 1 -type f | wc -l)
-  echo "$n files in $OUT (at most 8)"
-  [ "$n" -le 8 ]
-}
-
-while [ $# -gt 0 ]; do
-  s=$1
-  shift
-  case $s in
-    build) step_build || exit 1 ;;
+step() { # STEP: one step, by name
+  case $1 in
+    build) step_build ;;
     train-start) step_train_start ;;
     test) step_test ;;
+    maps) step_maps ;;
     sanitize) step_sanitize ;;
     train-end) step_train_end ;;
     bench) step_bench ;;
     profile) step_profile ;;
     softmax) step_softmax ;;
-    pack) step_pack ;;
-    *) echo "lease.sh: unknown step $s" >&2; exit 2 ;;
+    *) echo "lease.sh: unknown step $1" >&2; exit 2 ;;
+  esac
+}
+
+back_summary() { # what $OUT holds now, against the limits
+  local n t
+  n=$(find "$OUT" -type f | wc -l)
+  t=$(find "$OUT" -type f -printf '%s\n' | awk '{ t += $1 } END { print t + 0 }')
+  find "$OUT" -type f -printf 'back: %f %s\n' |
+    awk '{ printf "%s %s %.2f MiB\n", $1, $2, $3 / 1048576 }'
+  echo "back: $n files, $(mib "$t") MiB (at most $BACK_FILES, $(mib "$BACK_FILE_B") MiB each," \
+    "$(mib "$BACK_TOTAL_B") in all)"
+  if [ "$n" -gt "$BACK_FILES" ] || [ "$t" -gt "$BACK_TOTAL_B" ] ||
+    [ -n "$(find "$OUT" -type f -size +$((BACK_FILE_B / 1024))k)" ]; then
+    echo "lease.sh: what comes back breaks the limits: the device tool will leave some of it behind"
+  fi
+}
+
+# ---- here: prepare, join ----------------------------------------------------------------------
+do_prepare() { # [MODEL]: what is missing of .gpu/ (ignored by git: each call carries it)
+  local ok=0 tmp
+  mkdir -p .gpu
+  if [ ! -d .gpu/deps ]; then # the build's headers and gtest, which nothing there can fetch
+    tmp=$(mktemp -d)
+    if (cd "$tmp" && apt-get download nlohmann-json3-dev libcli11-dev libstb-dev libgtest-dev); then
+      for deb in "$tmp"/*.deb; do dpkg -x "$deb" .gpu/deps; done
+      echo "prepare: .gpu/deps from $(cd "$tmp" && ls *.deb | tr '\n' ' ')"
+    else echo "lease.sh: apt-get download failed: .gpu/deps is not made" >&2; ok=1; fi
+    rm -rf "$tmp"
+  fi
+  if [ ! -f .gpu/mnist.tgz ]; then
+    if [ -d data/mnist ]; then
+      tar czf .gpu/mnist.tgz -C data mnist && echo "prepare: .gpu/mnist.tgz"
+    else
+      echo "lease.sh: no data/mnist (tools/mnist_data.py makes it): .gpu/mnist.tgz is not made" >&2
+      ok=1
+    fi
+  fi
+  if [ $# -gt 0 ]; then
+    [ -f "$1/model.safetensors" ] || { echo "lease.sh: $1 is not a model folder" >&2; return 1; }
+    rm -rf .gpu/init
+    local rest dtype
+    rest=$(travel | awk '$1 ~ /^(tracked|untracked|deps|mnist.tgz)$/ { t += $2 } END { print t }')
+    dtype=$(init_dtype "$rest")
+    "$PY" -c '
+import sys; sys.path.insert(0, "tools")
+import tarnn_model as tm
+m = tm.load_model_dir(sys.argv[1])
+tm.save_model_dir(m, ".gpu/init", {"source": sys.argv[1]}, sys.argv[2])' "$1" "$dtype" || return 1
+    echo "prepare: .gpu/init from $1 in $dtype (the next lease starts from it, a fresh optimizer)"
+  fi
+  travel | awk '{ printf "travels: %-10s %6.1f MiB\n", $1, $2 / 1048576 }'
+  return $ok
+}
+
+case ${1:-} in
+  plan) do_plan; exit $? ;;
+  prepare) shift; do_prepare "$@"; exit $? ;;
+  join)
+    [ $# -eq 3 ] || { echo "usage: tools/gpu/lease.sh join DIR MODEL" >&2; exit 2; }
+    "$PY" tools/gpu/weights.py join "$2" "$3" --tarnn "${LEASE_TARNN:-build/tarnn}" \
+      ${LEASE_IMAGES:+--images "$LEASE_IMAGES"} --limit "${JOIN_LIMIT:-500}"
+    exit $? ;;
+  call)
+    case ${2:-} in 1 | 2 | 3) ;; *) echo "usage: tools/gpu/lease.sh call 1|2|3" >&2; exit 2 ;; esac
+    CALL=$2
+    read -ra STEPS <<<"${CALLS[CALL - 1]}" ;;
+  "") sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2 ;;
+  *) STEPS=("$@") ;;
+esac
+
+for s in "${STEPS[@]}"; do # every name known before anything starts
+  case " ${CALLS[*]} " in *" $s "*) ;; *)
+    echo "lease.sh: unknown step $s (steps: $(echo "${CALLS[*]}" | tr ' ' '\n' | awk '!seen[$0]++' |
+      tr '\n' ' ')or plan, prepare, join, call 1|2|3)" >&2
+    exit 2 ;;
   esac
 done
+mkdir -p "$OUT" "$L"
+list_items
+exec > >(tee -a "$OUT/log-$CALL.txt" "$L/log") 2>&1 3>&1
+TEE=$!
+# what $OUT holds, last in the log; then the log's last lines written before the call returns
+trap 'back_summary; exec >&- 2>&- 3>&-; wait $TEE 2>/dev/null' EXIT
+say "call $CALL: ${STEPS[*]} ($CALL_S s planned at most; $(hostname))"
+for ((AT = 0; AT < ${#STEPS[@]}; AT++)); do
+  RAN=0
+  step "${STEPS[AT]}"
+  [ -n "$DRY" ] && CLOCK=$((CLOCK + RAN))
+done
+[ "$CALL" = 1 ] && [ -f "$L/train.log" ] && cp "$L/train.log" "$OUT/train.log"
 say "done"

@@ -15,8 +15,22 @@ import os
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", type=int, default=1024)
+    ap.add_argument("--positions", type=int, default=0, help="0: all 783")
+    ap.add_argument("--device", help="cuda or cpu (default: cuda where torch sees a GPU)")
+    ap.add_argument("--forms", default="linear,softmax")
+    return ap.parse_args()
+
+
+# The arguments before the heavy imports: --help and a usage error need none of them (any Python).
+ARGS = parse_args() if __name__ == "__main__" else None
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tarnn_model as tm  # noqa: E402
@@ -70,14 +84,8 @@ def generate(model, batch, positions, kind, device):
     return p
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--batch", type=int, default=1024)
-    ap.add_argument("--positions", type=int, default=0, help="0: all 783")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--forms", default="linear,softmax")
-    args = ap.parse_args()
+def main(args):
+    args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
     cfg = dict(tm.MNIST_CONFIG, attention="linear")
     model = tm.ImageTransformer(cfg).to(args.device).eval()
@@ -97,4 +105,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

@@ -220,16 +220,22 @@ function seedOf(input) {
   return /^[0-9]{1,15}$/.test(v) ? Number(v) : 0;
 }
 
+// The sampler's temperature as typed: the server refuses anything but a number above 0, saying so.
+function temperatureOf(input) {
+  return Number(input.value);
+}
+
 function setupRuns() {
   $('complete').addEventListener('click', () => {
     const samples = +$('samples').value;
-    run('/api/complete', { image: b64encode(image), mask: b64encode(mask), samples, seed: seedOf($('seed')) },
+    run('/api/complete', { image: b64encode(image), mask: b64encode(mask), samples, seed: seedOf($('seed')),
+                           temperature: temperatureOf($('temperature')) },
         samples, $('completions'), $('complete-stats'), $('complete'), page.completions);
   });
   $('sample').addEventListener('click', () => {
     const n = +$('sample-n').value;
-    run('/api/sample', { n, seed: seedOf($('sample-seed')) }, n, $('sample-grid'), $('sample-stats'),
-        $('sample'), page.samples);
+    run('/api/sample', { n, seed: seedOf($('sample-seed')), temperature: temperatureOf($('sample-temperature')) },
+        n, $('sample-grid'), $('sample-stats'), $('sample'), page.samples);
   });
 }
 
@@ -250,7 +256,7 @@ async function setupExamples() {
 async function main() {
   const info = await (await fetch('/api/info')).json();
   H = info.height; W = info.width; C = info.channels; T = H * W * C;
-  $('model').textContent = `${info.model} · ${H}x${W}x${C} · ${info.device}`;
+  $('model').textContent = `${info.model} · ${H}x${W}x${C} · ${info.device_name}`;
   $('version').textContent = 'tarnn ' + info.version;
   $('draw').width = W;
   $('draw').height = H;

@@ -1,0 +1,417 @@
+// The GPU suite's paths written since the backend first ran on a GPU (2026-11-22), each end to end
+// against the CPU backend: the fp16 state, every feature map, the prefill's positions kernel in
+// fp16 and with a random-feature map, the sampler's temperature, bf16 GEMMs, the automatic batch
+// at 65,536 images, a step's graph captured and replayed, and the LayerNorm's shuffle reduction.
+// Tolerances are SPEC's (bits/dim within 1e-4 of the CPU backend, 99.9% of sampled pixels); where
+// the device computes what a model of it computes on the host, to the bit (the LayerNorm, on a GPU
+// too), bits. They run on a GPU, or on the emulated device (gpu_suite.h), and skip without either.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "gpu_suite.h"
+#include "kernels/cuda_util.h"
+#include "kernels/gemm_ref.h"
+#include "kernels/launch.h"
+#include "kernels/residual_layernorm.h"
+#include "src/cuda/gemm.h"
+#include "src/cuda/plan.h"
+#include "src/model/batch.h"
+
+using namespace tarnn;
+using namespace tarnn_test;
+
+namespace {
+
+const auto *announce = ::testing::AddGlobalTestEnvironment(new AnnounceDevice);
+
+// The small golden's shape (d_head 6: the kernels' general path, GELU) with feature map `fm`.
+Model small_with(const FeatureMap &fm, uint64_t seed = 3) {
+  Config c = load_model(small_golden()).config;
+  c.feature_map = fm;
+  return random_model(c, seed);
+}
+
+// Each map but elu + 1 as tests/tools/make_golden_maps.sh makes its goldens: F other than d_head.
+std::vector<FeatureMap> other_maps() {
+  return {feature_map_of(FeatureMapKind::Relu), feature_map_of(FeatureMapKind::RandomFourier, 10),
+          feature_map_of(FeatureMapKind::SmoothedRandomFourier, 8),
+          feature_map_of(FeatureMapKind::Favor, 12, 0.2),
+          feature_map_of(FeatureMapKind::GeneralizedRandom, 9, 1.0, FeatureMapKind::EluPlusOne)};
+}
+
+// One model on both backends with the same options but the device: sampled, scored (teacher
+// forced over every position) and completed (the top half known); images within 99.9%, bits/dim
+// within 1e-4, the known bytes kept.
+void expect_as_the_cpu(const Model &m, StateFormat state, int positions, int n,
+                       const std::string &label) {
+  SCOPED_TRACE(label);
+  const Config &c = m.config;
+  const On cpu = on(Device::Cpu, n, true, Precision::Fp32, state),
+           gpu = on(Device::Cuda, 0, true, Precision::Fp32, state);
+  const Outcome sampled_cpu = run_on(cpu, m, n, 21, nullptr, nullptr, 0, positions);
+  const Outcome sampled_gpu = run_on(gpu, m, n, 21, nullptr, nullptr, 0, positions);
+  const double same = identical_fraction(sampled_cpu.images, sampled_gpu.images);
+  EXPECT_GE(same, 0.999) << "sampled";
+  const std::vector<uint8_t> &images = sampled_cpu.images;
+  const Outcome scored_cpu = run_on(cpu, m, n, 0, images.data(), nullptr, 0, positions);
+  const Outcome scored_gpu = run_on(gpu, m, n, 0, images.data(), nullptr, 0, positions);
+  EXPECT_EQ(scored_gpu.images, images);
+  double worst = 0;
+  for (int r = 0; r < n; ++r)
+    worst = std::max(worst, std::fabs(bpd(scored_gpu.log_prob[size_t(r)], c) -
+                                      bpd(scored_cpu.log_prob[size_t(r)], c)));
+  EXPECT_LE(worst, 1e-4) << "scored";
+  const std::vector<uint8_t> known = top_halves(c, n);
+  const Outcome done_cpu = run_on(cpu, m, n, 5, images.data(), known.data(), 0, positions);
+  const Outcome done_gpu = run_on(gpu, m, n, 5, images.data(), known.data(), 0, positions);
+  const std::vector<uint8_t> ran = as_rolled(std::vector<uint8_t>(known.size(), 1), c, positions);
+  for (size_t i = 0; i < known.size(); ++i)
+    if (known[i] && ran[i]) {
+      ASSERT_EQ(done_gpu.images[i], images[i]) << "completed: known byte " << i;
+    }
+  EXPECT_GE(identical_fraction(done_cpu.images, done_gpu.images), 0.999) << "completed";
+  std::printf("%s: %.5f of sampled pixels as the CPU's, bits/dim within %.2g\n", label.c_str(),
+              same, worst);
+}
+
+} // namespace
+
+// --state fp16 (written 2026-11-24 without a GPU): the kernels' general path (small golden) and
+// the register path (d_head 32), sampled, scored and completed as the CPU backend's fp16; and not
+// as the GPU's fp32 (the storage is fp16).
+TEST(CudaFp16State, SampleScoreCompleteAsTheCpuBackendsFp16) {
+  REQUIRE_CUDA_DEVICE();
+  const Model small = load_model(small_golden());
+  expect_as_the_cpu(small, StateFormat::Fp16, -1, 6, "small golden, fp16 state");
+  expect_as_the_cpu(mnist(), StateFormat::Fp16, mnist_positions(), mnist_images(8, 3),
+                    "MNIST size, fp16 state");
+  const ImageSet in = read_images(small_golden() + "/inputs-idx-ubyte", small.config);
+  const On fp16 = on(Device::Cuda, 0, true, Precision::Fp32, StateFormat::Fp16);
+  EXPECT_NE(run_on(fp16, small, in.count, 0, in.bytes.data()).log_prob,
+            run_on(on(Device::Cuda), small, in.count, 0, in.bytes.data()).log_prob);
+}
+
+// relu and the four random-feature maps (S of F x d_head with F != d_head), fp32 and fp16 state,
+// over full rollouts; where tests/tools/make_golden_maps.sh made PyTorch's goldens of them, the
+// GPU's bits/dim of their images against PyTorch's float64 too (1e-5, as the CPU's).
+TEST(CudaFeatureMaps, EveryMapOverAFullRolloutAsTheCpuBackend) {
+  REQUIRE_CUDA_DEVICE();
+  for (const FeatureMap &fm : other_maps()) {
+    const std::string kind = feature_map_name(fm.kind);
+    const Model m = small_with(fm);
+    for (StateFormat state : {StateFormat::Fp32, StateFormat::Fp16})
+      expect_as_the_cpu(m, state, -1, 5, kind + ", " + name(state) + " state");
+    const char *root = std::getenv("TARNN_GOLDEN_MAPS");
+    const std::string dir = std::string(root ? root : "") + "/" + kind;
+    if (!root || !std::filesystem::exists(dir + "/expected.json"))
+      continue; // make_golden_maps needs python3-torch
+    const Model golden = load_model(dir);
+    const ImageSet in = read_images(dir + "/inputs-idx-ubyte", golden.config);
+    const auto expected = nlohmann::json::parse(read_file(dir + "/expected.json"));
+    const Outcome g = run_on(on(Device::Cuda), golden, in.count, 0, in.bytes.data());
+    double worst = 0;
+    for (int64_t r = 0; r < in.count; ++r)
+      worst = std::max(worst, std::fabs(bpd(g.log_prob[size_t(r)], golden.config) -
+                                        expected["bits_per_dim"][size_t(r)].get<double>()));
+    EXPECT_LE(worst, 1e-5) << kind << " golden";
+    std::printf("%s: PyTorch's float64 golden's bits/dim within %.2g\n", kind.c_str(), worst);
+  }
+}
+
+// The prefill's positions kernel (the known half as rows of one pass) in fp16, with a random-
+// feature map, and on the register path in fp16: the same as the CPU backend's prefill, and as
+// the GPU step by step.
+TEST(CudaPrefill, PositionsKernelInFp16AndWithARandomFeatureMap) {
+  REQUIRE_CUDA_DEVICE();
+  struct Case {
+    const Model *m;
+    StateFormat state;
+    int positions, n;
+    const char *label;
+  };
+  const Model favor = small_with(feature_map_of(FeatureMapKind::Favor, 12, 0.2));
+  const Model small = load_model(small_golden());
+  for (const Case &k : {Case{&small, StateFormat::Fp16, -1, 5, "small golden, fp16"},
+                        Case{&favor, StateFormat::Fp32, -1, 5, "favor, fp32"},
+                        Case{&favor, StateFormat::Fp16, -1, 5, "favor, fp16"},
+                        Case{&mnist(), StateFormat::Fp16, mnist_positions(), mnist_images(4, 2),
+                             "MNIST size, fp16"}}) {
+    SCOPED_TRACE(k.label);
+    const Config &c = k.m->config;
+    const Outcome images = run_on(on(Device::Cpu, k.n), *k.m, k.n, 9);
+    const std::vector<uint8_t> known = top_halves(c, k.n);
+    On pre = on(Device::Cuda, 2, true, Precision::Fp32, k.state), steps = pre;
+    steps.run.prefill = false;
+    const On cpu = on(Device::Cpu, 2, true, Precision::Fp32, k.state);
+    const Outcome a = run_on(pre, *k.m, k.n, 4, images.images.data(), known.data(), 0, k.positions);
+    const Outcome b =
+        run_on(steps, *k.m, k.n, 4, images.images.data(), known.data(), 0, k.positions);
+    const Outcome h = run_on(cpu, *k.m, k.n, 4, images.images.data(), known.data(), 0, k.positions);
+    EXPECT_GE(identical_fraction(a.images, b.images), 0.999);
+    EXPECT_GE(identical_fraction(a.images, h.images), 0.999);
+    for (int r = 0; r < k.n; ++r) {
+      EXPECT_NEAR(bpd(a.log_prob[size_t(r)], c), bpd(b.log_prob[size_t(r)], c), 1e-4);
+      EXPECT_NEAR(bpd(a.log_prob[size_t(r)], c), bpd(h.log_prob[size_t(r)], c), 1e-4);
+    }
+  }
+}
+
+// The sampler's temperature (SPEC section 2; kernels/sample_bytes.h on the device): the small
+// golden sampled at T = 0.7 as the CPU backend samples it, and not as at T = 1; and a job whose
+// images each carry their own key (a server's merged requests: DrawKey in the batch's device
+// memory) at 0.7, 1 and 1.3 gives each image the bytes of a run at its own temperature.
+TEST(CudaTemperature, SampledAsTheCpuBackendAndPerImageAsAlone) {
+  REQUIRE_CUDA_DEVICE();
+  const Model small = load_model(small_golden());
+  const int n = 6;
+  auto sampled = [&](Device device, float T, const float *each) {
+    Outcome r;
+    Rollout job = r.job(small.config, n, 21);
+    job.temperature = T;
+    std::vector<uint64_t> seeds(static_cast<size_t>(n), 21), images(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i)
+      images[size_t(i)] = uint64_t(i);
+    if (each) {
+      job.seeds = seeds.data();
+      job.images = images.data();
+      job.temperatures = each;
+    }
+    engine_with(small, on(device, n).run, Knobs()).run(job);
+    return r.images;
+  };
+  const std::vector<uint8_t> gpu = sampled(Device::Cuda, 0.7f, nullptr);
+  const double same = identical_fraction(gpu, sampled(Device::Cpu, 0.7f, nullptr));
+  EXPECT_GE(same, 0.999) << "T = 0.7";
+  const std::vector<uint8_t> at_one = sampled(Device::Cuda, 1.0f, nullptr);
+  EXPECT_TRUE(gpu != at_one) << "T = 0.7 sampled as T = 1";
+  const float each[n] = {0.7f, 1.0f, 1.3f, 0.7f, 1.0f, 1.3f};
+  const std::vector<uint8_t> merged = sampled(Device::Cuda, 1.0f, each);
+  const size_t bytes = size_t(small.config.bytes_per_image());
+  for (const float t : {0.7f, 1.0f, 1.3f}) {
+    const std::vector<uint8_t> alone = sampled(Device::Cuda, t, nullptr);
+    for (int r = 0; r < n; ++r)
+      if (each[r] == t) {
+        EXPECT_TRUE(std::equal(merged.begin() + r * bytes, merged.begin() + (r + 1) * bytes,
+                               alone.begin() + r * bytes))
+            << "image " << r << " at T = " << t;
+      }
+  }
+  std::printf("T = 0.7: %.5f of sampled pixels as the CPU's, %.5f as at T = 1\n", same,
+              identical_fraction(gpu, at_one));
+}
+
+// The GEMMs as the backend calls them (src/cuda/gemm.h: Y = X W^T, one algorithm per shape, the
+// bias and ReLU in the epilogue) in each precision, at 1 to 12 rows, against the exact products of
+// the inputs as the GEMM sees them (bf16: rounded; fp32 and tf32: as given, tf32's tensor cores
+// rounding its inputs to 10 bits on a GPU): within fp32's rounding of the sum (bf16, fp32) and
+// tf32's (2^-10 of the terms' magnitudes).
+TEST(CudaGemm, Bf16Fp32AndTf32ProductsAgainstTheExactSum) {
+  REQUIRE_CUDA_DEVICE();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  DeviceArray<char> workspace(size_t(32) << 20);
+  struct Shape {
+    int in, out, rows;
+    Act act;
+  };
+  for (Gemm::Inputs inputs : {Gemm::Inputs::Bf16, Gemm::Inputs::Fp32, Gemm::Inputs::Tf32}) {
+    Gemm gemm(stream, workspace.get(), size_t(32) << 20, inputs, true);
+    const bool bf16 = inputs == Gemm::Inputs::Bf16;
+    for (const Shape &s : {Shape{16, 54, 1, Act::None}, Shape{24, 16, 5, Act::Relu},
+                           Shape{256, 768, 12, Act::None}, Shape{1024, 256, 3, Act::Relu}}) {
+      SCOPED_TRACE(std::to_string(s.in) + " -> " + std::to_string(s.out) + " at " +
+                   std::to_string(s.rows) + " rows, inputs " + std::to_string(int(inputs)));
+      std::vector<float> w(size_t(s.out) * s.in), x(size_t(s.rows) * s.in), b(size_t(s.out));
+      for (size_t i = 0; i < w.size(); ++i)
+        w[i] = std::sin(float(i) * 0.37f) / std::sqrt(float(s.in));
+      for (size_t i = 0; i < x.size(); ++i)
+        x[i] = std::cos(float(i) * 0.61f);
+      for (size_t i = 0; i < b.size(); ++i)
+        b[i] = 0.01f * float(i % 17) - 0.08f;
+      std::vector<uint16_t> w16(w.size()), x16(x.size());
+      for (size_t i = 0; i < w.size(); ++i)
+        w16[i] = bf16_bits(w[i]);
+      for (size_t i = 0; i < x.size(); ++i)
+        x16[i] = bf16_bits(x[i]);
+      DeviceArray<float> dw(w), dx(x), db(b), dy(size_t(s.rows) * s.out);
+      DeviceArray<uint16_t> dw16(w16), dx16(x16);
+      gemm.prepare(s.in, s.out, s.act);
+      gemm.run(bf16 ? static_cast<const void *>(dw16.get()) : dw.get(), db.get(), s.act,
+               bf16 ? static_cast<const void *>(dx16.get()) : dx.get(), dy.get(), s.in, s.out,
+               s.rows);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      const std::vector<float> y = dy.download();
+      // any order of fp32 sums is within k 2^-24 of the terms' magnitude; TF32 rounds each input
+      // to 10 bits as well
+      const double rel =
+          s.in * std::ldexp(1.0, -24) + (inputs == Gemm::Inputs::Tf32 ? std::ldexp(1.0, -10) : 0.0);
+      for (int r = 0; r < s.rows; ++r)
+        for (int j = 0; j < s.out; ++j) {
+          double exact = b[size_t(j)], magnitude = std::fabs(b[size_t(j)]);
+          for (int k = 0; k < s.in; ++k) {
+            const size_t xi = size_t(r) * s.in + k, wi = size_t(j) * s.in + k;
+            const double term =
+                bf16 ? double(from_bf16(x16[xi])) * from_bf16(w16[wi]) : double(x[xi]) * w[wi];
+            exact += term;
+            magnitude += std::fabs(term);
+          }
+          if (s.act == Act::Relu)
+            exact = std::max(exact, 0.0);
+          ASSERT_NEAR(y[size_t(r) * s.out + j], exact, rel * magnitude + 1e-30)
+              << "row " << r << " column " << j;
+        }
+    }
+  }
+  cudaStreamDestroy(stream);
+}
+
+// Without --batch the batch is what fits (src/cuda/plan.cpp): on an 80 GB H100 (and the emulated
+// device, which states its memory) 65,536 MNIST-size images, the cap, in fp32 (18.5 GB) and fp16;
+// on a device of less, the most whose batch fits beside the spare.
+TEST(CudaMemory, AutoBatchAndMemoryPlanAt65536Images) {
+  REQUIRE_CUDA_DEVICE();
+  const Model m = random_model(Config::mnist(), 1);
+  for (StateFormat state : {StateFormat::Fp32, StateFormat::Fp16}) {
+    const Engine engine(m, on(Device::Cuda, 0, true, Precision::Fp32, state).run);
+    const int64_t rows = engine.batch_for(int64_t(1) << 20);
+    size_t free_b = 0, total = 0;
+    ASSERT_EQ(cudaMemGetInfo(&free_b, &total), cudaSuccess);
+    const int64_t budget = int64_t(free_b) - cuda_memory_reserve(int64_t(free_b));
+    std::printf("%s state: %lld images (%.2f GB of batch) of %.1f GB free\n", name(state),
+                static_cast<long long>(rows),
+                double(batch_layout(m.config, rows, state).total) / 1e9, double(free_b) / 1e9);
+    EXPECT_LE(int64_t(batch_layout(m.config, rows, state).total), budget);
+    if (total >= size_t(75) << 30) // an 80 GB card (emulated: as one)
+      EXPECT_EQ(rows, kMaxAutoBatch) << name(state);
+    else
+      EXPECT_GT(int64_t(batch_layout(m.config, rows + 1, state).total), budget);
+    EXPECT_EQ(engine.batch_for(5), 5);
+  }
+  if (!emulated())
+    return;
+  setenv("TARNN_EMULATED_GPU_MEMORY", "6GB", 1); // a smaller device: what fits of 6 GB
+  const Engine engine(m, on(Device::Cuda).run);
+  const int64_t rows = engine.batch_for(int64_t(1) << 20);
+  size_t free_b = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_b, &total), cudaSuccess);
+  unsetenv("TARNN_EMULATED_GPU_MEMORY");
+  const int64_t budget = int64_t(free_b) - cuda_memory_reserve(int64_t(free_b));
+  EXPECT_LT(rows, kMaxAutoBatch);
+  EXPECT_LE(int64_t(batch_layout(m.config, rows, StateFormat::Fp32).total), budget);
+  EXPECT_GT(int64_t(batch_layout(m.config, rows + 1, StateFormat::Fp32).total), budget);
+}
+
+// A step is captured once per batch shape as one graph of 8 nodes a GELU layer (the GEMMs, the
+// attention, two LayerNorms, bias_act) and 5 around them, 7 a ReLU layer (its bias and ReLU in the
+// GEMM), a rounding before each GEMM in bf16; its replays give the bytes and log-likelihoods of
+// plain launches, over whole rollouts, chunked (a tail of another shape captures again).
+TEST(CudaGraph, AStepIsCapturedOnceAndReplayed) {
+  REQUIRE_CUDA_DEVICE();
+  const Model small = load_model(small_golden());
+  const int L = small.config.n_layers, Lm = mnist().config.n_layers;
+  Rollout job;
+  std::vector<uint8_t> out(size_t(4) * small.config.bytes_per_image());
+  job.count = 4;
+  job.out = out.data();
+  EXPECT_EQ(engine_with(small, on(Device::Cuda).run, Knobs()).run(job).kernels_per_step, 8 * L + 5);
+  EXPECT_EQ(engine_with(small, on(Device::Cuda, 0, true, Precision::Bf16).run, Knobs())
+                .run(job)
+                .kernels_per_step,
+            8 * L + 5 + 4 * L + 1);
+  std::vector<uint8_t> out_m(size_t(2) * mnist().config.bytes_per_image());
+  job.count = 2;
+  job.out = out_m.data();
+  job.positions = 3;
+  EXPECT_EQ(engine_with(mnist(), on(Device::Cuda).run, Knobs()).run(job).kernels_per_step,
+            7 * Lm + 5);
+  for (int batch : {12, 5}) {
+    const Outcome graph = run_on(on(Device::Cuda, batch), small, 12, 33);
+    const Outcome plain = run_on(on(Device::Cuda, batch, false), small, 12, 33);
+    EXPECT_EQ(graph.images, plain.images) << "batch " << batch;
+    const Outcome scored = run_on(on(Device::Cuda, batch), small, 12, 0, graph.images.data());
+    const Outcome scored_plain =
+        run_on(on(Device::Cuda, batch, false), small, 12, 0, graph.images.data());
+    EXPECT_EQ(scored.log_prob, scored_plain.log_prob) << "batch " << batch;
+  }
+}
+
+namespace {
+
+// residual_layernorm_kernel's arithmetic on the host: per row, lane l's partial sums over
+// l, l + 32, ... then the butterfly (offsets 16, 8, 4, 2, 1), as the warp adds them.
+void layernorm_as_the_kernel(std::vector<float> &x, const std::vector<float> &y, bool residual,
+                             const std::vector<float> &w, const std::vector<float> &nb, int rows,
+                             int n) {
+  auto warp_sum = [](std::vector<float> lanes) {
+    for (int offset = 16; offset > 0; offset /= 2) {
+      std::vector<float> next(32);
+      for (int l = 0; l < 32; ++l)
+        next[size_t(l)] = lanes[size_t(l)] + lanes[size_t(l ^ offset)];
+      lanes = next;
+    }
+    return lanes[0];
+  };
+  for (int r = 0; r < rows; ++r) {
+    float *xr = &x[size_t(r) * n];
+    std::vector<float> sum(32, 0.0f), sq(32, 0.0f);
+    for (int l = 0; l < 32; ++l)
+      for (int i = l; i < n; i += 32) {
+        const float v = residual ? xr[i] + y[size_t(r) * n + i] : xr[i];
+        xr[i] = v;
+        sum[size_t(l)] += v;
+      }
+    const float mean = warp_sum(sum) / float(n);
+    for (int l = 0; l < 32; ++l)
+      for (int i = l; i < n; i += 32) {
+        const float c = xr[i] - mean;
+        sq[size_t(l)] += c * c;
+      }
+    const float var = warp_sum(sq) / float(n);
+    const float rstd = 1.0f / std::sqrt(var + kLayerNormEps);
+    for (int i = 0; i < n; ++i)
+      xr[i] = (xr[i] - mean) * rstd * w[size_t(i)] + nb[size_t(i)];
+  }
+}
+
+} // namespace
+
+// The LayerNorm's warp-shuffle sums (residual_layernorm.cu) against the CPU's sequential ones: to
+// float rounding (1e-5 of the values), and to the bit against the butterfly done on the host (fp32
+// adds are IEEE on the GPU, and --fmad=false keeps every product rounded).
+TEST(CudaLayerNorm, TheShuffleReductionAgainstTheCpus) {
+  REQUIRE_CUDA_DEVICE();
+  for (int n : {16, 64, 70, 256})
+    for (bool residual : {true, false}) {
+      SCOPED_TRACE("width " + std::to_string(n) + (residual ? ", residual" : ""));
+      const int rows = 13;
+      std::vector<float> x(size_t(rows) * n), y(x.size()), w(static_cast<size_t>(n)),
+          nb(static_cast<size_t>(n));
+      for (size_t i = 0; i < x.size(); ++i) {
+        x[i] = std::sin(float(i) * 0.13f) * 3.0f + 0.5f;
+        y[i] = std::cos(float(i) * 0.29f) * 2.0f;
+      }
+      for (int i = 0; i < n; ++i) {
+        w[size_t(i)] = 1.0f + 0.01f * float(i % 7);
+        nb[size_t(i)] = 0.02f * float(i % 5) - 0.04f;
+      }
+      DeviceArray<float> dx(x), dy(y), dw(w), dnb(nb);
+      launch_residual_layernorm(dx.get(), residual ? dy.get() : nullptr, dw.get(), dnb.get(), rows,
+                                n, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<float> got = dx.download();
+      std::vector<float> cpu = x, model = x;
+      residual_layernorm_cpu(cpu.data(), residual ? y.data() : nullptr, w.data(), nb.data(), rows,
+                             n);
+      layernorm_as_the_kernel(model, y, residual, w, nb, rows, n);
+      EXPECT_EQ(got, model);
+      double worst = 0;
+      for (size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, std::fabs(double(got[i]) - cpu[i]) /
+                                    std::max(1.0, std::fabs(double(cpu[i]))));
+      EXPECT_LE(worst, 1e-5);
+    }
+}
