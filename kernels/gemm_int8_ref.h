@@ -33,17 +33,26 @@ constexpr uint32_t kInt8TinyBits = 0x1f800000; // 2^-64: a vector whose |max| is
 constexpr uint32_t kFloatInfBits = 0x7f800000;
 
 // |f|'s bits: as unsigned integers these order like |f|, with NaN above Inf; the max of a vector
-// is an integer max, the same in any order, on any path.
-inline uint32_t abs_bits(float f) {
+// is an integer max, the same in any order, on any path. (TARNN_HD: the CUDA backend's int8
+// kernels, kernels/int8_rows.cu, run these functions too.)
+TARNN_HD uint32_t abs_bits(float f) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(f) & 0x7fffffffu;
+#else
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u & 0x7fffffffu;
+#endif
 }
 
-inline float float_of_bits(uint32_t u) {
+TARNN_HD float float_of_bits(uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+#endif
 }
 
 // The scale of a vector whose largest |v_k| has the bits `amax`, and the factor that quantizes it.
@@ -52,9 +61,9 @@ struct Int8Scale {
   float inv;   // 127 / a: v_k * inv rounds to q_k; 0 where q is all 0
 };
 
-inline Int8Scale int8_scale(uint32_t amax) {
+TARNN_HD Int8Scale int8_scale(uint32_t amax) {
   if (amax >= kFloatInfBits)
-    return {std::nanf(""), 0.0f};
+    return {float_of_bits(0x7fc00000u), 0.0f}; // std::nanf(""): a quiet NaN
   if (amax < kInt8TinyBits)
     return {0.0f, 0.0f};
   const float a = float_of_bits(amax);
@@ -65,14 +74,14 @@ inline Int8Scale int8_scale(uint32_t amax) {
 // away 1.5 * 2^23 (exact for |u| < 2^22, the same bits as vcvtps2dq's default rounding). |v| <= a
 // makes |v * inv| <= 127 (1 + 2^-23) < 127.5, so the clamp never acts; it is kept so that the
 // definition has no exception.
-inline int8_t int8_quantize(float v, float inv) {
+TARNN_HD int8_t int8_quantize(float v, float inv) {
   constexpr float kRound = 12582912.0f; // 1.5 * 2^23
   const float u = v * inv;
   const int q = int((u + kRound) - kRound);
   return int8_t(q < -kInt8Max ? -kInt8Max : q > kInt8Max ? kInt8Max : q);
 }
 
-inline uint32_t abs_max_bits(const float *v, int n) {
+TARNN_HD uint32_t abs_max_bits(const float *v, int n) {
   uint32_t amax = 0;
   for (int k = 0; k < n; ++k)
     amax = abs_bits(v[k]) > amax ? abs_bits(v[k]) : amax;
@@ -80,7 +89,7 @@ inline uint32_t abs_max_bits(const float *v, int n) {
 }
 
 // q[k] for k < n (all 0 where inv is 0) and the vector's scale.
-inline float int8_quantize_vector(const float *v, int n, int8_t *q) {
+TARNN_HD float int8_quantize_vector(const float *v, int n, int8_t *q) {
   const Int8Scale s = int8_scale(abs_max_bits(v, n));
   for (int k = 0; k < n; ++k)
     q[k] = s.inv == 0.0f ? int8_t(0) : int8_quantize(v[k], s.inv);
@@ -88,7 +97,7 @@ inline float int8_quantize_vector(const float *v, int n, int8_t *q) {
 }
 
 // The epilogue: act(float(acc) * (sx * sw) + b[j]), or without b.
-inline float int8_finish(int32_t acc, float sx, float sw, const float *b, int j, Act act) {
+TARNN_HD float int8_finish(int32_t acc, float sx, float sw, const float *b, int j, Act act) {
   const float u = float(acc) * (sx * sw);
   return activate(b ? u + b[j] : u, act);
 }

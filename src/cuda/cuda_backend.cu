@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../../kernels/cuda_util.h"
+#include "../../kernels/int8_rows.h"
 #include "../../kernels/launch.h"
 #include "../../kernels/round_bf16.h"
 #include "../base/util.h"
@@ -133,7 +134,8 @@ double peak_bandwidth(int dev) {
   return 2.0 * khz * 1e3 * bits / 8.0;
 }
 
-// The widest input of a linear layer: the room a bf16 copy of a GEMM's input takes per image.
+// The widest input of a linear layer: the room a bf16 or int8 copy of a GEMM's input takes per
+// image.
 size_t widest_input(const Config &c) { return size_t(std::max({c.d_model, c.d_ff, c.d_attn()})); }
 
 void check_supported(const Config &c) {
@@ -150,8 +152,8 @@ Gemm::Inputs gemm_inputs(Precision p) {
     return Gemm::Inputs::Tf32;
   case Precision::Bf16:
     return Gemm::Inputs::Bf16;
-  case Precision::Int8: // kCudaPrecisions leaves it out: the engine refuses it before this
-    break;
+  case Precision::Int8:
+    return Gemm::Inputs::Int8;
   }
   throw Error(std::string("the CUDA backend has no ") + name(p) + " GEMM");
 }
@@ -165,8 +167,11 @@ struct Gpu {
   cublasHandle_t blas = nullptr;
   void *workspace = nullptr;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  // null: cuBLAS's own choice per size (CudaGemm::Cublas, for comparisons; bf16 always runs Gemm).
+  // null: cuBLAS's own choice per size (CudaGemm::Cublas, for comparisons; bf16 and int8 always
+  // run Gemm).
   std::unique_ptr<Gemm> gemm;
+  // int8's head (head_precision: fp32): Gemm's fp32 path beside the int8 one; else null.
+  std::unique_ptr<Gemm> fp32_gemm;
 
   Gpu(Gemm::Inputs inputs, CudaGemm path) {
     const bool tf32 = inputs == Gemm::Inputs::Tf32;
@@ -182,9 +187,12 @@ struct Gpu {
       blas_check(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
                  "cublasSetMathMode");
       compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-      if (path != CudaGemm::Cublas || inputs == Gemm::Inputs::Bf16)
-        gemm = std::make_unique<Gemm>(stream, workspace, kBlasWorkspace, inputs,
-                                      path != CudaGemm::Unfused);
+      const bool fuse = path != CudaGemm::Unfused;
+      if (path != CudaGemm::Cublas || inputs == Gemm::Inputs::Bf16 || inputs == Gemm::Inputs::Int8)
+        gemm = std::make_unique<Gemm>(stream, workspace, kBlasWorkspace, inputs, fuse);
+      if (inputs == Gemm::Inputs::Int8)
+        fp32_gemm =
+            std::make_unique<Gemm>(stream, workspace, kBlasWorkspace, Gemm::Inputs::Fp32, fuse);
     } catch (...) {
       release();
       throw;
@@ -194,7 +202,13 @@ struct Gpu {
   Gpu(const Gpu &) = delete;
   Gpu &operator=(const Gpu &) = delete;
 
+  // The GEMM of a layer in precision p: the int8 one, or fp32's beside it (int8's head).
+  Gemm *gemm_for(Precision p) const {
+    return p == Precision::Fp32 && fp32_gemm ? fp32_gemm.get() : gemm.get();
+  }
+
   void release() {
+    fp32_gemm.reset();
     gemm.reset();
     if (blas)
       cublasDestroy(blas);
@@ -226,7 +240,34 @@ struct DeviceBlock {
 };
 
 // A linear layer in device memory (LinearWeights::w), PyTorch's layout (cuBLAS reads W [out, in]
-// as the transposed operand): float, or with bf16 the bfloat16 bits (uint16_t).
+// as the transposed operand): float, or with bf16 the bfloat16 bits (uint16_t), or with int8 its
+// Int8Linear: W's scales (out floats) and then, 256 bytes aligned, its int8 values.
+struct Int8Linear {
+  const float *scale;
+  const int8_t *q;
+  Int8Linear(const LinearWeights &l)
+      : scale(static_cast<const float *>(l.w)),
+        q(static_cast<const int8_t *>(l.w) + align256(size_t(l.out) * 4)) {}
+};
+
+size_t linear_bytes(const Linear &l, Precision p) {
+  switch (p) {
+  case Precision::Bf16:
+    return align256(l.w.size() * 2);
+  case Precision::Int8:
+    return align256(size_t(l.out) * 4) + align256(l.w.size());
+  case Precision::Fp32:
+  case Precision::Tf32:
+    break;
+  }
+  return align256(l.w.size() * 4);
+}
+
+// Each linear layer's precision: the run's, but int8's head in fp32 (head_precision, as the CPU).
+Precision precision_of(const Weights &W, const Linear &l, Precision p) {
+  return &l == &W.predictor ? head_precision(p) : p;
+}
+
 size_t weight_bytes(const Weights &W, Precision precision) {
   size_t total = 0;
   auto count = [&](const std::vector<float> &v) {
@@ -234,14 +275,25 @@ size_t weight_bytes(const Weights &W, Precision precision) {
     return static_cast<const float *>(nullptr);
   };
   make_view(W, count, [&](const Linear &l) {
-    total += precision == Precision::Bf16 ? align256(l.w.size() * 2) : align256(l.w.size() * 4);
+    total += linear_bytes(l, precision_of(W, l, precision));
     return LinearWeights{precision, l.out, l.in, nullptr, count(l.b)};
   });
   return total;
 }
 
+// W quantized once, on the host, row by row as kernels/gemm_int8_ref.h says (the CPU's packing
+// quantizes alike): the block Int8Linear reads.
+std::vector<uint8_t> quantized_int8(const Linear &l) {
+  std::vector<uint8_t> block(linear_bytes(l, Precision::Int8), 0);
+  float *scale = reinterpret_cast<float *>(block.data());
+  int8_t *q = reinterpret_cast<int8_t *>(block.data() + align256(size_t(l.out) * 4));
+  for (int j = 0; j < l.out; ++j)
+    scale[j] = int8_quantize_vector(l.w.data() + size_t(j) * l.in, l.in, q + size_t(j) * l.in);
+  return block;
+}
+
 // Every tensor copied once into one allocation; with bf16 the linear layers' W rounded on the
-// host first (kernels/round_bf16.h's rule).
+// host first (kernels/round_bf16.h's rule), with int8 quantized (quantized_int8).
 struct DeviceWeights {
   DeviceBlock mem;
   ModelView view;
@@ -258,15 +310,19 @@ struct DeviceWeights {
       return static_cast<const float *>(upload(v.data(), v.size() * 4));
     };
     view = make_view(W, place, [&](const Linear &l) {
+      const Precision p = precision_of(W, l, precision);
       const void *w = nullptr;
-      if (precision == Precision::Bf16) {
+      if (p == Precision::Bf16) {
         std::vector<uint16_t> w16(l.w.size());
         round_bf16_cpu(l.w.data(), w16.data(), w16.size());
         w = upload(w16.data(), w16.size() * 2);
+      } else if (p == Precision::Int8) {
+        const std::vector<uint8_t> block = quantized_int8(l);
+        w = upload(block.data(), block.size());
       } else {
         w = place(l.w);
       }
-      return LinearWeights{precision, l.out, l.in, w, place(l.b)};
+      return LinearWeights{p, l.out, l.in, w, place(l.b)};
     });
     // A pageable cudaMemcpy may return before its DMA lands, and the backend's stream does not
     // wait for the legacy default stream: wait here, once.
@@ -291,15 +347,38 @@ struct DeviceBatch {
   }
 };
 
+// Room for one GEMM input of the batch (rows x the widest layer input) in the GEMMs' type: bf16
+// (x16), or int8 with a scale per row (q, sx); one block, made per run.
+struct GemmInputs {
+  DeviceBlock mem;
+  uint16_t *x16 = nullptr;
+  int8_t *q = nullptr;
+  float *sx = nullptr;
+  static size_t bytes(Precision p, size_t rows, size_t width) {
+    return p == Precision::Bf16   ? rows * width * 2
+           : p == Precision::Int8 ? align256(rows * width) + rows * 4
+                                  : 0;
+  }
+  GemmInputs(Precision p, size_t rows, size_t width)
+      : mem(bytes(p, rows, width), std::string(name(p)) + " GEMM inputs") {
+    if (p == Precision::Bf16)
+      x16 = static_cast<uint16_t *>(mem.p);
+    if (p == Precision::Int8) {
+      q = static_cast<int8_t *>(mem.p);
+      sx = reinterpret_cast<float *>(static_cast<char *>(mem.p) + align256(rows * width));
+    }
+  }
+};
+
 // model/forward.h's ops on the GPU.
 class GpuOps {
 public:
-  // x16: room for one GEMM input of the batch in bfloat16 (rows x the widest layer input), where
-  // the weights are bf16. positions: the rows are consecutive positions of one image (the Pre of
-  // model/prefill.h): the embedding and the attention take them so; no steps, no graph.
+  // in: room for the GEMMs' inputs in bf16 or int8 (GemmInputs), where the weights are so.
+  // positions: the rows are consecutive positions of one image (the Pre of model/prefill.h): the
+  // embedding and the attention take them so; no steps, no graph.
   GpuOps(Gpu &gpu, const Config &c, const ModelView &w, const StepBuffers &b, bool use_graph,
-         uint16_t *x16 = nullptr, bool positions = false)
-      : gpu_(gpu), c_(c), w_(w), b_(b), use_graph_(use_graph), x16_(x16), positions_(positions) {}
+         const GemmInputs *in = nullptr, bool positions = false)
+      : gpu_(gpu), c_(c), w_(w), b_(b), use_graph_(use_graph), in_(in), positions_(positions) {}
   ~GpuOps() { drop_graph(); }
   GpuOps(const GpuOps &) = delete;
   GpuOps &operator=(const GpuOps &) = delete;
@@ -316,22 +395,32 @@ public:
   // Y^T (out x rows) = op(W) X^T with op = transpose on W's [in, out] column-major view. Then
   // y = act(y + b), rounding as the CPU GEMM's epilogue.
   void linear(const LinearWeights &l, const float *x, float *y, int rows, Act act) {
+    if (l.precision == Precision::Int8) { // X's rows quantized, the exact int32 sums into y, then
+                                          // scaled to fp32 in place (kernels/int8_rows.h)
+      const Int8Linear w(l);
+      launch_quantize_rows_int8(x, rows, l.in, in_->q, in_->sx, gpu_.stream);
+      gpu_.gemm->run(w.q, nullptr, Act::None, in_->q, y, l.in, l.out, rows);
+      launch_finish_int8(reinterpret_cast<const int32_t *>(y), in_->sx, w.scale, l.b, rows, l.out,
+                         act, y, gpu_.stream);
+      return;
+    }
+    Gemm *gemm = gpu_.gemm_for(l.precision);
     if (l.precision == Precision::Bf16) { // X rounded into x16, then the GEMM on bf16 operands
-      launch_round_bf16(x, x16_, size_t(rows) * l.in, gpu_.stream);
-      const bool fused = gpu_.gemm->fuses(act);
-      gpu_.gemm->run(l.w, fused ? l.b : nullptr, fused ? act : Act::None, x16_, y, l.in, l.out,
-                     rows);
+      uint16_t *x16 = in_->x16;
+      launch_round_bf16(x, x16, size_t(rows) * l.in, gpu_.stream);
+      const bool fused = gemm->fuses(act);
+      gemm->run(l.w, fused ? l.b : nullptr, fused ? act : Act::None, x16, y, l.in, l.out, rows);
       if (!fused)
         launch_bias_act(y, l.b, rows, l.out, act, gpu_.stream);
       return;
     }
-    if (gpu_.gemm && gpu_.gemm->fuses(act)) {
-      gpu_.gemm->run(l.w, l.b, act, x, y, l.in, l.out, rows);
+    if (gemm && gemm->fuses(act)) {
+      gemm->run(l.w, l.b, act, x, y, l.in, l.out, rows);
       return;
     }
     const float one = 1.0f, zero = 0.0f;
-    if (gpu_.gemm)
-      gpu_.gemm->run(l.w, nullptr, Act::None, x, y, l.in, l.out, rows);
+    if (gemm)
+      gemm->run(l.w, nullptr, Act::None, x, y, l.in, l.out, rows);
     else
       blas_check(cublasGemmEx(gpu_.blas, CUBLAS_OP_T, CUBLAS_OP_N, l.out, rows, l.in, &one, l.w,
                               CUDA_R_32F, l.in, x, CUDA_R_32F, l.in, &zero, y, CUDA_R_32F, l.out,
@@ -450,7 +539,7 @@ private:
   const ModelView &w_;
   const StepBuffers &b_;
   bool use_graph_;
-  uint16_t *x16_;
+  const GemmInputs *in_;
   bool positions_;
   cudaGraphExec_t exec_ = nullptr;
   int graph_rows_ = -1;
@@ -472,15 +561,17 @@ public:
         weights_(m.weights, o.precision) {
     // every layer's GEMM algorithm chosen and checked at every batch size now, not at its first
     // call (gemm.h: Gemm::prepare)
-    if (gpu_.gemm)
-      for (const LayerView &l : weights_.view.layers) {
-        gpu_.gemm->prepare(l.qkv.in, l.qkv.out, Act::None);
-        gpu_.gemm->prepare(l.out.in, l.out.out, Act::None);
-        gpu_.gemm->prepare(l.ff1.in, l.ff1.out, m.config.activation);
-        gpu_.gemm->prepare(l.ff2.in, l.ff2.out, Act::None);
-      }
-    if (gpu_.gemm)
-      gpu_.gemm->prepare(weights_.view.predictor.in, weights_.view.predictor.out, Act::None);
+    auto prepare = [&](const LinearWeights &l, Act act) {
+      if (Gemm *g = gpu_.gemm_for(l.precision))
+        g->prepare(l.in, l.out, act);
+    };
+    for (const LayerView &l : weights_.view.layers) {
+      prepare(l.qkv, Act::None);
+      prepare(l.out, Act::None);
+      prepare(l.ff1, m.config.activation);
+      prepare(l.ff2, Act::None);
+    }
+    prepare(weights_.view.predictor, Act::None);
   }
 
   std::string device() const override { return gpu_.name; }
@@ -500,20 +591,17 @@ public:
     const int batch = plan_batch(c, job.batch > 0 ? job.batch : options_.batch, job.count,
                                  free_memory(), gpu_.name, options_.state);
     DeviceBatch mem(c, batch, options_.state);
-    const bool bf16 = options_.precision == Precision::Bf16;
     // the known leading bytes as rows of one pass (model/prefill.h), as on the CPU; --no-prefill:
     // step by step (CudaPrefill.CompletionsAsStepByStep compares the two on a GPU)
     const bool prefill = options_.prefill;
     const int pre_rows = prefill ? std::min(kPrefillRows, c.positions()) : 0;
-    DeviceBlock x16(bf16 ? size_t(std::max(batch, pre_rows)) * widest_input(c) * 2 : 0,
-                    "bf16 GEMM inputs");
-    uint16_t *x16p = bf16 ? static_cast<uint16_t *>(x16.p) : nullptr;
-    GpuOps ops(gpu_, c, weights_.view, mem.b, graph_, x16p);
+    const GemmInputs in(options_.precision, size_t(std::max(batch, pre_rows)), widest_input(c));
+    GpuOps ops(gpu_, c, weights_.view, mem.b, graph_, &in);
     std::unique_ptr<DeviceBatch> pre_mem;
     std::unique_ptr<GpuOps> pre;
     if (prefill) {
       pre_mem = std::make_unique<DeviceBatch>(c, pre_rows, options_.state, 1);
-      pre = std::make_unique<GpuOps>(gpu_, c, weights_.view, pre_mem->b, false, x16p, true);
+      pre = std::make_unique<GpuOps>(gpu_, c, weights_.view, pre_mem->b, false, &in, true);
     }
     RunInfo info;
     info.device = gpu_.name;
@@ -594,8 +682,9 @@ CudaDecoder::CudaDecoder(const Model &m, int rows, Precision precision) {
   check_supported(m.config);
   if (rows < 1)
     throw Error("CudaDecoder: rows must be at least 1");
-  if (precision == Precision::Bf16)
-    throw Error("CudaDecoder: fp32 or tf32 (bf16 needs the GEMM inputs' scratch of a run)");
+  if (precision == Precision::Bf16 || precision == Precision::Int8)
+    throw Error(std::string("CudaDecoder: fp32 or tf32 (") + name(precision) +
+                " needs the GEMM inputs' scratch of a run)");
   impl_ = std::make_unique<Impl>(m, rows, precision);
 }
 

@@ -20,11 +20,10 @@ void lt_check(cublasStatus_t s, const char *call) {
 // storage read as an [in x out] column-major matrix and transposed.
 struct Layouts {
   cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;
-  Layouts(int in, int out, int rows, cudaDataType_t input) {
+  Layouts(int in, int out, int rows, cudaDataType_t input, cudaDataType_t output) {
     lt_check(cublasLtMatrixLayoutCreate(&w, input, in, out, in), "cublasLtMatrixLayoutCreate");
     lt_check(cublasLtMatrixLayoutCreate(&x, input, in, rows, in), "cublasLtMatrixLayoutCreate");
-    lt_check(cublasLtMatrixLayoutCreate(&y, CUDA_R_32F, out, rows, out),
-             "cublasLtMatrixLayoutCreate");
+    lt_check(cublasLtMatrixLayoutCreate(&y, output, out, rows, out), "cublasLtMatrixLayoutCreate");
   }
   ~Layouts() {
     cublasLtMatrixLayoutDestroy(w);
@@ -44,14 +43,20 @@ constexpr int kCheckRows[] = {1, 5, 12, 4096, 1 << 20};
 
 Gemm::Gemm(cudaStream_t stream, void *workspace, size_t workspace_bytes, Inputs inputs, bool fuse)
     : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes),
-      compute_(inputs == Inputs::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F),
-      input_type_(inputs == Inputs::Bf16 ? CUDA_R_16BF : CUDA_R_32F), fuse_(fuse) {
+      compute_(inputs == Inputs::Tf32   ? CUBLAS_COMPUTE_32F_FAST_TF32
+               : inputs == Inputs::Int8 ? CUBLAS_COMPUTE_32I
+                                        : CUBLAS_COMPUTE_32F),
+      input_type_(inputs == Inputs::Bf16   ? CUDA_R_16BF
+                  : inputs == Inputs::Int8 ? CUDA_R_8I
+                                           : CUDA_R_32F),
+      output_type_(inputs == Inputs::Int8 ? CUDA_R_32I : CUDA_R_32F), fuse_(fuse) {
   const cublasLtEpilogue_t epilogue[kEpilogues] = {
       CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_RELU_BIAS};
   try {
     lt_check(cublasLtCreate(&lt_), "cublasLtCreate");
     for (int e = 0; e < kEpilogues; ++e) {
-      lt_check(cublasLtMatmulDescCreate(&op_[e], compute_, CUDA_R_32F), "cublasLtMatmulDescCreate");
+      lt_check(cublasLtMatmulDescCreate(&op_[e], compute_, output_type_),
+               "cublasLtMatmulDescCreate");
       const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
       lt_check(cublasLtMatmulDescSetAttribute(op_[e], CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t),
                "cublasLtMatmulDescSetAttribute");
@@ -93,7 +98,7 @@ int Gemm::candidates(Epilogue e, int in, int out, int rows, cublasLtMatmulHeuris
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                        &no_reduction, sizeof no_reduction);
   int count = 0;
-  Layouts l(in, out, rows, input_type_);
+  Layouts l(in, out, rows, input_type_, output_type_);
   const cublasStatus_t s =
       cublasLtMatmulAlgoGetHeuristic(lt_, op_[e], l.w, l.x, l.y, l.y, pref, most, found, &count);
   cublasLtMatmulPreferenceDestroy(pref);
@@ -120,7 +125,7 @@ const cublasLtMatmulAlgo_t &Gemm::algo(Epilogue e, int in, int out, int rows) {
       cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof one);
       bool runs_everywhere = true;
       for (int r : kCheckRows) {
-        Layouts l(in, out, r, input_type_);
+        Layouts l(in, out, r, input_type_, output_type_);
         cublasLtMatmulHeuristicResult_t check;
         if (cublasLtMatmulAlgoCheck(lt_, op_[e], l.w, l.x, l.y, l.y, &a, &check) !=
                 CUBLAS_STATUS_SUCCESS ||
@@ -134,7 +139,10 @@ const cublasLtMatmulAlgo_t &Gemm::algo(Epilogue e, int in, int out, int rows) {
         stderr,
         "tarnn: cuBLASLt has no one algorithm for the %d x %d layer (%s) that runs at "
         "every batch size: each batch size gets its own, so images may depend on --batch\n",
-        in, out, input_type_ == CUDA_R_16BF ? "bf16" : "fp32");
+        in, out,
+        input_type_ == CUDA_R_16BF ? "bf16"
+        : input_type_ == CUDA_R_8I ? "int8"
+                                   : "fp32");
   }
   cublasLtMatmulHeuristicResult_t best;
   if (candidates(e, in, out, rows, &best, 1) == 0)
@@ -150,7 +158,7 @@ void Gemm::prepare(int in, int out, Act act) {
     algo(act == Act::Relu ? ReluBias : Bias, in, out, kReferenceRows);
 }
 
-void Gemm::run(const void *w, const float *b, Act act, const void *x, float *y, int in, int out,
+void Gemm::run(const void *w, const float *b, Act act, const void *x, void *y, int in, int out,
                int rows) {
   const Epilogue e = !b || !fuses(act) ? Plain : act == Act::Relu ? ReluBias : Bias;
   const cublasLtMatmulAlgo_t &a = algo(e, in, out, rows);
@@ -158,10 +166,13 @@ void Gemm::run(const void *w, const float *b, Act act, const void *x, float *y, 
     lt_check(
         cublasLtMatmulDescSetAttribute(op_[e], CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b),
         "cublasLtMatmulDescSetAttribute");
-  Layouts l(in, out, rows, input_type_);
+  Layouts l(in, out, rows, input_type_, output_type_);
   const float one = 1.0f, zero = 0.0f;
-  lt_check(cublasLtMatmul(lt_, op_[e], &one, w, l.w, x, l.x, &zero, y, l.y, y, l.y, &a, workspace_,
-                          workspace_bytes_, stream_),
+  const int32_t int_one = 1, int_zero = 0; // alpha and beta in the scale type: Y's
+  const bool ints = output_type_ == CUDA_R_32I;
+  lt_check(cublasLtMatmul(lt_, op_[e], ints ? static_cast<const void *>(&int_one) : &one, w, l.w, x,
+                          l.x, ints ? static_cast<const void *>(&int_zero) : &zero, y, l.y, y, l.y,
+                          &a, workspace_, workspace_bytes_, stream_),
            "cublasLtMatmul");
 }
 

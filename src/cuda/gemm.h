@@ -9,7 +9,10 @@
 // rounding): no pass of their own over y (9.9% of a step at batch 4,096 in fp32, by ncu on an
 // H100). GELU stays in bias_act: cuBLASLt's is the tanh approximation, the model's the erf form.
 // With bf16, W and X are bfloat16 (CUDA_R_16BF, rounded by kernels/round_bf16.h) and the products
-// are summed in fp32 on tensor cores (CUBLAS_COMPUTE_32F); Y stays fp32.
+// are summed in fp32 on tensor cores (CUBLAS_COMPUTE_32F); Y stays fp32. With int8, W and X are
+// int8 (CUDA_R_8I, quantized by kernels/int8_rows.h's rule) and Y is their exact int32 sums
+// (CUBLAS_COMPUTE_32I): any algorithm gives the same, and the scaling to fp32 is
+// kernels/int8_rows.h's own kernel, in the CPU's order (no epilogue here).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +27,7 @@ namespace tarnn {
 
 class Gemm {
 public:
-  enum class Inputs { Fp32, Tf32, Bf16 };
+  enum class Inputs { Fp32, Tf32, Bf16, Int8 };
   // `workspace` (`workspace_bytes`) is the kernels' scratch: allocated up front, since nothing
   // may be allocated while a graph is captured. Tf32: TF32 tensor cores
   // (CUBLAS_COMPUTE_32F_FAST_TF32); Bf16: W and X in bfloat16, fp32 sums. fuse: bias and ReLU in
@@ -35,11 +38,14 @@ public:
   Gemm &operator=(const Gemm &) = delete;
 
   // Whether run() applies bias `b` and `act` itself; else the caller does.
-  bool fuses(Act act) const { return fuse_ && (act == Act::None || act == Act::Relu); }
+  bool fuses(Act act) const {
+    return fuse_ && output_type_ == CUDA_R_32F && (act == Act::None || act == Act::Relu);
+  }
 
   // Y [rows, out] = X [rows, in] W^T (+ b, then act, where b and fuses(act)); W [out, in] row-major
-  // (PyTorch's layout), b [out]. W and X are float, or uint16_t bfloat16 bits with Bf16.
-  void run(const void *w, const float *b, Act act, const void *x, float *y, int in, int out,
+  // (PyTorch's layout), b [out]. W and X are float, or uint16_t bfloat16 bits with Bf16, or
+  // int8_t with Int8, when Y is int32_t.
+  void run(const void *w, const float *b, Act act, const void *x, void *y, int in, int out,
            int rows);
 
   // Chooses, at start-up, the algorithm of an (in, out) layer for every epilogue `act` may take:
@@ -60,7 +66,8 @@ private:
   void *workspace_;
   size_t workspace_bytes_;
   cublasComputeType_t compute_;
-  cudaDataType_t input_type_; // of W and X
+  cudaDataType_t input_type_;  // of W and X
+  cudaDataType_t output_type_; // of Y, and of alpha and beta
   bool fuse_;
   cublasLtHandle_t lt_ = nullptr;
   cublasLtMatmulDesc_t op_[kEpilogues] = {};

@@ -39,7 +39,6 @@ const char *only_some_because(Precision p) {
   case Precision::Tf32:
     return "TF32 is a GPU tensor-core format";
   case Precision::Int8:
-    return "the CUDA backend's int8 GEMMs (cuBLASLt) are not written yet";
   case Precision::Fp32:
   case Precision::Bf16:
     break;

@@ -126,9 +126,7 @@ TEST(Precision, EachDeviceRefusesWhatItLacks) {
   EXPECT_EQ(refusal(Device::Cpu, Precision::Bf16), "(no error)");
   EXPECT_EQ(refusal(Device::Cuda, Precision::Bf16), "(no error)"); // tensor cores, fp32 sums
   EXPECT_EQ(refusal(Device::Cpu, Precision::Int8), "(no error)");
-  EXPECT_EQ(refusal(Device::Cuda, Precision::Int8),
-            "--precision int8 runs on cpu only (the CUDA backend's int8 GEMMs (cuBLASLt) are not "
-            "written yet); the CUDA has fp32, bf16 and tf32");
+  EXPECT_EQ(refusal(Device::Cuda, Precision::Int8), "(no error)"); // cuBLASLt's int8 GEMMs
   EXPECT_EQ(resolve_run_options(c, RunOptions{}).precision, Precision::Fp32);
 }
 

@@ -80,8 +80,6 @@ def test_int8_is_the_commands_int8(tmp_path):
     a = tarnn.Model(SMALL, threads=2, precision="int8").sample(4, seed=2)
     for i in range(4):
         assert np.array_equal(a[i], tarnn.read_images(str(tmp_path / f"{i:08d}.png"))[0])
-    with pytest.raises(ValueError, match="int8' runs on cpu only"):
-        tarnn.Model(SMALL, device="cuda", precision="int8")
 
 
 def test_sample_is_the_commands_images_at_mnist_size(mnist, tmp_path):
