@@ -481,6 +481,11 @@ void CpuKernels::linear(const LinearWeights &l, const float *x, float *y, int ro
       return linear_forward_bf16_ref(l.w_ref, l.b, l.out, l.in, x, l.in, rows, y, l.out, act);
     return linear_forward_bf16(*static_cast<const PackedLinearBf16 *>(l.w), x, l.in, rows, y, l.out,
                                act);
+  case Precision::Int8:
+    if (reference)
+      return linear_forward_int8_ref(l.w_ref, l.b, l.out, l.in, x, l.in, rows, y, l.out, act);
+    return linear_forward_int8(*static_cast<const PackedLinearInt8 *>(l.w), x, l.in, rows, y, l.out,
+                               act);
   case Precision::Tf32:
     break;
   }

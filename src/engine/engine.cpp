@@ -33,7 +33,20 @@ std::string upper(std::string s) {
   return s;
 }
 
-// "precision tf32 runs on cuda only (...); the CPU has fp32 and bf16"
+// Why a precision runs on some devices only: said in its refusal.
+const char *only_some_because(Precision p) {
+  switch (p) {
+  case Precision::Tf32:
+    return "TF32 is a GPU tensor-core format";
+  case Precision::Int8:
+  case Precision::Fp32:
+  case Precision::Bf16:
+    break;
+  }
+  return "";
+}
+
+// "precision tf32 runs on cuda only (...); the CPU has fp32, bf16 and int8"
 Message lacking(const char *field, const std::string &value, const std::string &why,
                 std::vector<Device> where, Device d, const std::string &it_has) {
   std::string on;
@@ -98,9 +111,8 @@ void check_run_options(const RunOptions &o) {
     for (Device d : all_devices())
       if (has(backend_entry(d).precisions, o.precision))
         where.push_back(d);
-    throw Error(lacking("precision", name(o.precision),
-                        o.precision == Precision::Tf32 ? "TF32 is a GPU tensor-core format" : "",
-                        where, o.device, names(device.precisions)));
+    throw Error(lacking("precision", name(o.precision), only_some_because(o.precision), where,
+                        o.device, names(device.precisions)));
   }
   if (const char *why = refusal(o.state))
     throw Error({param("state", name(o.state)), std::string(": refused: ") + why});

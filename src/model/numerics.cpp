@@ -22,6 +22,7 @@ constexpr Row<Device> kDevices[] = {{Device::Cpu, "cpu", "cpu", ""},
 constexpr Row<Precision> kPrecisions[] = {
     {Precision::Fp32, "fp32", "fp32", "exact reference"},
     {Precision::Bf16, "bf16", "bf16", "bfloat16 inputs, fp32 sums"},
+    {Precision::Int8, "int8", "int8", "int8 weights and inputs, int32 sums"},
     {Precision::Tf32, "tf32", "or tf32 on cuda", "cuda"}};
 // bf16's kernels run (the study of docs/STATE.md measures it), but the engine refuses it: with 8
 // bits of mantissa a running sum loses the increments of later positions.
@@ -88,6 +89,18 @@ template <class E, size_t N> std::string listed(const Row<E> (&rows)[N]) {
 const char *name(Device d) { return name_in(kDevices, d); }
 const char *name(Precision p) { return name_in(kPrecisions, p); }
 const char *name(StateFormat s) { return name_in(kStates, s); }
+
+Precision head_precision(Precision p) {
+  switch (p) {
+  case Precision::Int8:
+    return Precision::Fp32;
+  case Precision::Fp32:
+  case Precision::Bf16:
+  case Precision::Tf32:
+    break;
+  }
+  return p;
+}
 
 const char *describe(Precision p) { return what_in(kPrecisions, p); }
 const char *describe(StateFormat s) { return what_in(kStates, s); }

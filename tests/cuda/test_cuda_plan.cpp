@@ -307,6 +307,31 @@ TEST(CudaTwins, PlanInBf16AsTheCpuBackend) {
   EXPECT_EQ(p.cpu, p.twin);
 }
 
+// --precision int8: each GEMM input's rows quantized by quantize_rows_int8's twin, the int32
+// sums, finish_int8's twin; the head in fp32 (head_precision). Small (GELU) and MNIST-size (ReLU)
+// models, scored and sampled, with the fp32 and the fp16 state: the CPU backend's int8 to the bit
+// (its VNNI, AVX2 or plain sums are the same integers), and not its fp32.
+TEST(CudaTwins, PlanInInt8AsTheCpuBackend) {
+  const Model small = load_model(small_golden());
+  const ImageSet in = read_images(small_golden() + "/inputs-idx-ubyte", small.config);
+  const Model mnist = random_model(Config::mnist(), 42);
+  for (StateFormat state : {StateFormat::Fp32, StateFormat::Fp16}) {
+    SCOPED_TRACE(name(state));
+    const Pair scored =
+        both(small, job_of(in.count, 0), 2, in.bytes.data(), nullptr, Precision::Int8, true, state);
+    EXPECT_EQ(scored.cpu_lp, scored.twin_lp);
+    EXPECT_NE(scored.twin_lp, both(small, job_of(in.count, 0), 2, in.bytes.data(), nullptr,
+                                   Precision::Fp32, true, state)
+                                  .twin_lp);
+    const Pair sampled =
+        both(small, job_of(7, 99, 5), 3, nullptr, nullptr, Precision::Int8, false, state);
+    EXPECT_EQ(sampled.cpu, sampled.twin);
+    const Pair p =
+        both(mnist, job_of(3, 11, 0, 12), 2, nullptr, nullptr, Precision::Int8, false, state);
+    EXPECT_EQ(p.cpu, p.twin);
+  }
+}
+
 // The 16-bit state the engine offers (kernels/state_format.h): the twin stores, widens and rounds
 // S as the CPU backend does, to the bit; scored, sampled, and at the MNIST shape (d_head 32: the
 // register path; 40 positions: fp16's exponent grows five times).
