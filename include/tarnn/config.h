@@ -27,6 +27,23 @@ enum class FeatureMapKind : int {
 
 const char *feature_map_name(FeatureMapKind k); // "elu+1", "relu", "random_fourier", ...
 
+// How the model attends (config.json "attention"): linear attention, which keeps a state S and z
+// of constant size (the paper's RNN), or softmax attention, which keeps the keys and values of
+// every earlier position (a KV cache: the paper's baseline).
+enum class Attention : int { Linear, Softmax };
+
+// "linear", "softmax": config.json's names. Inline: the CUDA plugin names a model's attention and
+// links nothing of the library.
+inline const char *attention_name(Attention a) {
+  switch (a) {
+  case Attention::Linear:
+    return "linear";
+  case Attention::Softmax:
+    return "softmax";
+  }
+  return "?";
+}
+
 // Whether phi of kind k acts on each element of x alone (F = d_head, no omega): the one place
 // that says which maps are elementwise (constexpr: the kernels compile each kind's code by it).
 constexpr bool is_elementwise(FeatureMapKind k) {
@@ -96,7 +113,7 @@ struct Config {
   int n_layers = 8, n_heads = 8, d_head = 32, d_model = 256, d_ff = 1024;
   Act activation = Act::Relu;
   int mixtures = 10;
-  std::string attention = "linear";
+  Attention attention = Attention::Linear;
   FeatureMap feature_map; // linear attention's phi (absent from config.json: elu + 1)
 
   int bytes_per_image() const { return height * width * channels; } // T
