@@ -24,7 +24,7 @@ __global__ void __launch_bounds__(256, 4)
                             int n_layers, int n_heads, PhiMap m, const StepParams *p) {
   const int d = DH > 0 ? DH : m.d, n = DH > 0 ? DH : m.features;
   const int t = StateTraits<F>::kScaled ? p->t : 0; // only a scaled format needs the position
-  TARNN_DYNAMIC_SHARED(float, shared);             // per pair: phi(q), phi(k), old z; F floats each
+  TARNN_DYNAMIC_SHARED(float, shared); // per pair: phi(q), phi(k), old z; F floats each
   const int g = threadIdx.y, j = threadIdx.x;
   const int64_t pair = int64_t(blockIdx.x) * blockDim.y + g;
   const bool active = pair < int64_t(rows) * n_heads && j < d;
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(256)
                                       const StepParams *p) {
   const int d = DH > 0 ? DH : m.d, n = DH > 0 ? DH : m.features;
   const int t0 = StateTraits<F>::kScaled ? p->t : 0; // row r is position t0 + r
-  TARNN_DYNAMIC_SHARED(float, shared);              // phi(q), phi(k), old z; F floats each
+  TARNN_DYNAMIC_SHARED(float, shared);               // phi(q), phi(k), old z; F floats each
   const int j = threadIdx.x, h = blockIdx.x;
   const bool active = j < d;
   const int A = n_heads * d;
