@@ -22,10 +22,15 @@ AttentionForm form_of(const std::string &attention) {
 }
 
 const char *describe(AttentionForm f) {
-  return f == AttentionForm::Linear ? "linear attention in RNN mode"
-         : f == AttentionForm::Softmax
-             ? "softmax attention with a KV cache"
-             : "softmax attention recomputing the whole prefix every step";
+  switch (f) {
+  case AttentionForm::Linear:
+    return "linear attention in RNN mode";
+  case AttentionForm::Softmax:
+    return "softmax attention with a KV cache";
+  case AttentionForm::Recompute:
+    return "softmax attention recomputing the whole prefix every step";
+  }
+  return "";
 }
 
 double flops_at(const Config &c, AttentionForm f, int t) {
@@ -107,7 +112,7 @@ BenchResult measure(const BenchOptions &o) {
   // the form timed is --attention's, whatever attention the weights were trained with: the
   // Engine holds them as linear (its state and memory check), and the timed steps bring the
   // form's own memory (timed_steps.cpp: a KV cache, a prefix)
-  model.config.attention = "linear";
+  model.config.attention = Attention::Linear;
   Engine engine(std::move(model), o.run);
   const Config &c = engine.config();
   const RunOptions &run = engine.options();

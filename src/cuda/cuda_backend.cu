@@ -141,8 +141,9 @@ double peak_bandwidth(int dev) {
 size_t widest_input(const Config &c) { return size_t(std::max({c.d_model, c.d_ff, c.d_attn()})); }
 
 void check_supported(const Config &c) {
-  if (c.attention != "linear")
-    throw Error("the CUDA backend runs linear attention; this model's attention is " + c.attention);
+  if (c.attention != Attention::Linear)
+    throw Error(std::string("the CUDA backend runs linear attention; this model's attention is ") +
+                attention_name(c.attention));
 }
 
 // The GEMMs' inputs for a precision.

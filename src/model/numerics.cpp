@@ -154,7 +154,15 @@ int64_t state_bytes_per_image(const Config &c, StateFormat s) {
   return int64_t(c.n_layers) * c.n_heads * int64_t(state_block_bytes(c.features(), c.d_head, s));
 }
 
-bool keeps_kv_cache(const Config &c) { return c.attention == "softmax"; }
+bool keeps_kv_cache(const Config &c) {
+  switch (c.attention) {
+  case Attention::Linear:
+    return false;
+  case Attention::Softmax:
+    return true;
+  }
+  return false;
+}
 
 int64_t kv_cache_bytes_per_image(const Config &c) {
   return 2 * int64_t(c.positions()) * c.n_layers * c.d_attn() * 4;

@@ -147,9 +147,7 @@ Case embedding_case() {
 
 // x rounded to what format f stores with exponent e (kernels/state_format.h: quantize).
 float stored(float x, StateFormat f, int e) {
-  return f == StateFormat::Fp16   ? quantize<StateFormat::Fp16>(x, e)
-         : f == StateFormat::Bf16 ? quantize<StateFormat::Bf16>(x, e)
-                                  : x;
+  return dispatch(f, [&](auto F) { return quantize<F>(x, e); });
 }
 
 // A state of `blocks` (image, layer, head) blocks as values: S (n x d) then z (n) per block, n =
