@@ -18,7 +18,20 @@ import glob
 import json
 import os
 
-import numpy as np
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--study", action="append", default=[], help="TITLE=DIR or TITLE=FILE.json")
+    ap.add_argument("--merged-dir")
+    ap.add_argument("--scores", nargs="+")
+    ap.add_argument("--out", help="where the figure goes (with --study)")
+    return ap.parse_args()
+
+
+# The arguments before the heavy imports: --help and a usage error need none of them (any Python).
+ARGS = parse_args() if __name__ == "__main__" else None
+
+import numpy as np  # noqa: E402
 
 
 def load_merged(path):
@@ -125,13 +138,7 @@ def write_merged(j, path):
     print(f"wrote {path}")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--study", action="append", default=[], help="TITLE=DIR or TITLE=FILE.json")
-    ap.add_argument("--merged-dir")
-    ap.add_argument("--scores", nargs="+")
-    ap.add_argument("--out", help="where the figure goes (with --study)")
-    a = ap.parse_args()
+def main(a):
     studies = []
     for s in a.study:
         title, _, folder = s.partition("=")
@@ -147,4 +154,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)
