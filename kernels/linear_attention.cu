@@ -23,8 +23,8 @@ __global__ void __launch_bounds__(256, 4)
     linear_attention_kernel(const float *qkv, void *state, float *att, int rows, int layer,
                             int n_layers, int n_heads, PhiMap m, const StepParams *p) {
   const int d = DH > 0 ? DH : m.d, n = DH > 0 ? DH : m.features;
-  const int t = F == StateFormat::Fp16 ? p->t : 0; // only fp16 scales by the position
-  TARNN_DYNAMIC_SHARED(float, shared);             // per pair: phi(q), phi(k), old z; F floats each
+  const int t = StateTraits<F>::kScaled ? p->t : 0; // only a scaled format needs the position
+  TARNN_DYNAMIC_SHARED(float, shared); // per pair: phi(q), phi(k), old z; F floats each
   const int g = threadIdx.y, j = threadIdx.x;
   const int64_t pair = int64_t(blockIdx.x) * blockDim.y + g;
   const bool active = pair < int64_t(rows) * n_heads && j < d;
@@ -62,8 +62,8 @@ __global__ void __launch_bounds__(256)
                                       int layer, int n_layers, int n_heads, PhiMap m,
                                       const StepParams *p) {
   const int d = DH > 0 ? DH : m.d, n = DH > 0 ? DH : m.features;
-  const int t0 = F == StateFormat::Fp16 ? p->t : 0; // row r is position t0 + r
-  TARNN_DYNAMIC_SHARED(float, shared);              // phi(q), phi(k), old z; F floats each
+  const int t0 = StateTraits<F>::kScaled ? p->t : 0; // row r is position t0 + r
+  TARNN_DYNAMIC_SHARED(float, shared);               // phi(q), phi(k), old z; F floats each
   const int j = threadIdx.x, h = blockIdx.x;
   const bool active = j < d;
   const int A = n_heads * d;
@@ -134,17 +134,9 @@ void launch_linear_attention(const float *qkv, void *state, float *att, int rows
                              const StepParams *p, cudaStream_t s, bool positions) {
   if (rows <= 0) // an empty grid is a launch error
     return;
-  switch (f) {
-  case StateFormat::Fp32:
-    return launch<StateFormat::Fp32>(qkv, state, att, rows, layer, n_layers, n_heads, m, p, s,
-                                     positions);
-  case StateFormat::Fp16:
-    return launch<StateFormat::Fp16>(qkv, state, att, rows, layer, n_layers, n_heads, m, p, s,
-                                     positions);
-  case StateFormat::Bf16:
-    return launch<StateFormat::Bf16>(qkv, state, att, rows, layer, n_layers, n_heads, m, p, s,
-                                     positions);
-  }
+  dispatch(f, [&](auto F) {
+    launch<F>(qkv, state, att, rows, layer, n_layers, n_heads, m, p, s, positions);
+  });
 }
 
 } // namespace tarnn

@@ -53,22 +53,27 @@ TARNN_HD void attention_load(int j, const float *qkv_row, int A, int h, const Ph
 // loads before phase 1 waits on q, k and v, so the state's DRAM latency overlaps theirs (a warp's
 // load reads one whole row of S).
 template <int D, StateFormat F> struct RegisterColumn {
-  static constexpr bool kPacked = F != StateFormat::Fp32;
-  uint32_t bits[kPacked ? D / 2 : 1]; // 16-bit formats: element i in half i % 2 of bits[i / 2]
-  float value[kPacked ? 1 : D];       // fp32
+  using Storage = StorageOf<F>;
+  static constexpr int kPerWord = int(4 / sizeof(Storage)); // elements a 32-bit register holds
+  static constexpr bool kPacked = !kStoredAsFloat<F>;
+  static constexpr unsigned kBits = 8u * unsigned(sizeof(Storage));
+  static constexpr uint32_t kMask = uint32_t((uint64_t(1) << kBits) - 1);
+  // narrower formats: element i in part i % kPerWord of bits[i / kPerWord]
+  uint32_t bits[kPacked ? (D + kPerWord - 1) / kPerWord : 1];
+  float value[kPacked ? 1 : D]; // fp32
   int e_in = 0, e_out = 0;
 
   TARNN_HD float get(int i) const {
     if constexpr (kPacked)
-      return widen_bits<F>(uint16_t(bits[i / 2] >> (16 * (i % 2))), e_in);
+      return StateTraits<F>::widen(Storage(bits[i / kPerWord] >> (kBits * (i % kPerWord))), e_in);
     else
       return value[i];
   }
   TARNN_HD void set(int i, float x) {
     if constexpr (kPacked) {
-      const unsigned shift = 16u * unsigned(i % 2);
-      bits[i / 2] = (bits[i / 2] & ~(0xffffu << shift)) | uint32_t(narrow_bits<F>(x, e_out))
-                                                              << shift;
+      const unsigned shift = kBits * unsigned(i % kPerWord);
+      bits[i / kPerWord] = (bits[i / kPerWord] & ~(kMask << shift)) |
+                           uint32_t(StateTraits<F>::narrow(x, e_out)) << shift;
     } else {
       value[i] = x;
     }
@@ -79,8 +84,9 @@ template <int D, StateFormat F> struct RegisterColumn {
 #endif
     for (int i = 0; i < D; ++i)
       if constexpr (kPacked) {
-        const uint32_t h = static_cast<const uint16_t *>(S)[size_t(i) * D + j];
-        bits[i / 2] = i % 2 ? (bits[i / 2] | h << 16) : h;
+        const uint32_t h = static_cast<const Storage *>(S)[size_t(i) * D + j];
+        bits[i / kPerWord] =
+            i % kPerWord ? (bits[i / kPerWord] | h << (kBits * (i % kPerWord))) : h;
       } else {
         value[i] = static_cast<const float *>(S)[size_t(i) * D + j];
       }
@@ -91,7 +97,8 @@ template <int D, StateFormat F> struct RegisterColumn {
 #endif
     for (int i = 0; i < D; ++i)
       if constexpr (kPacked)
-        static_cast<uint16_t *>(S)[size_t(i) * D + j] = uint16_t(bits[i / 2] >> (16 * (i % 2)));
+        static_cast<Storage *>(S)[size_t(i) * D + j] =
+            Storage(bits[i / kPerWord] >> (kBits * (i % kPerWord)));
       else
         static_cast<float *>(S)[size_t(i) * D + j] = value[i];
   }
@@ -141,7 +148,7 @@ template <int D, StateFormat F>
 TARNN_HD float attention_phase2(int j, int d, int features, float v_j, const float *fq,
                                 const float *fk, const float *z_old, ColumnOf<D, F> &col, void *S,
                                 float *z, int t) {
-  const int e_in = state_scale_exponent(F, t - 1), e_out = state_scale_exponent(F, t);
+  const int e_in = state_scale_exponent<F>(t - 1), e_out = state_scale_exponent<F>(t);
   if constexpr (D > 0) {
     col.e_in = e_in;
     col.e_out = e_out;
@@ -154,7 +161,7 @@ TARNN_HD float attention_phase2(int j, int d, int features, float v_j, const flo
 
 // Whether a kernel may keep column j in registers: the paper's d_head and an elementwise map (S
 // square, F = d).
-TARNN_HD bool register_path(const PhiMap &m) { return m.d == kRegisterDHead && m.elementwise(); }
+TARNN_HD bool register_path(const PhiMap &m) { return m.d == kRegisterDHead && m.elementwise; }
 
 // CPU twin in format F: qkv [rows, 3A], state for all layers, att [rows, A] for layer `layer`
 // (its phi: m), at position t. With `positions` the rows are consecutive positions t, t + 1, ... of
@@ -199,17 +206,9 @@ void linear_attention_cpu(const float *qkv, void *state, float *att, int rows, i
 inline void linear_attention_cpu(const float *qkv, void *state, float *att, int rows, int layer,
                                  int n_layers, int n_heads, const PhiMap &m, StateFormat f, int t,
                                  bool positions = false) {
-  switch (f) {
-  case StateFormat::Fp32:
-    return linear_attention_cpu<StateFormat::Fp32>(qkv, state, att, rows, layer, n_layers, n_heads,
-                                                   m, t, positions);
-  case StateFormat::Fp16:
-    return linear_attention_cpu<StateFormat::Fp16>(qkv, state, att, rows, layer, n_layers, n_heads,
-                                                   m, t, positions);
-  case StateFormat::Bf16:
-    return linear_attention_cpu<StateFormat::Bf16>(qkv, state, att, rows, layer, n_layers, n_heads,
-                                                   m, t, positions);
-  }
+  dispatch(f, [&](auto F) {
+    linear_attention_cpu<F>(qkv, state, att, rows, layer, n_layers, n_heads, m, t, positions);
+  });
 }
 
 } // namespace tarnn

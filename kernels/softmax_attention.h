@@ -42,7 +42,9 @@ TARNN_HD float exp_nonpositive(float x) {
 
 // KT holds the keys transposed: row i (ldk floats apart) is feature i of keys 0..n-1, so the
 // scores of consecutive keys are independent lanes. V is [n, d] row-major. scores is scratch for
-// n floats.
+// n floats. Over 60 lines: its three steps (scores, the softmax in 16 lanes, the weighted sum of
+// the values) share `scores`, `lane` and `j`, and each one's order of operations is the golden
+// files' bits; kept as one body, it is also the device's.
 TARNN_HD void softmax_attention(const float *__restrict__ q, const float *__restrict__ KT, int ldk,
                                 const float *__restrict__ V, int n, int d,
                                 float *__restrict__ scores, float *__restrict__ out) {

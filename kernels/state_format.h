@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "tarnn/numerics.h"
 #include "tarnn_math.h"
@@ -15,8 +16,6 @@
 #endif
 
 namespace tarnn {
-
-TARNN_HD int state_element_size(StateFormat f) { return f == StateFormat::Fp32 ? 4 : 2; }
 
 // ---- IEEE half precision (fp16) -----------------------------------------------------------------
 
@@ -89,21 +88,7 @@ TARNN_HD float from_bf16_bits(uint16_t h) {
 #endif
 }
 
-// ---- one element of S in storage ----------------------------------------------------------------
-
-// fp16's range is 65504, and S, a running sum with no decay, grows with the position (the shipped
-// model's largest |S| is 14,918 over 2,000 test digits; docs/STATE.md). So fp16 stores S 2^-e(t),
-// e(t) = floor(log2(t + 1)): about the mean of the t + 1 terms, whatever the length. A power of two
-// scales exactly: the rounding is fp16's own, only its range moves. S after position t is stored
-// with e(t) and read at t + 1 with it. The other formats keep their own range (e = 0).
-TARNN_HD int state_scale_exponent(StateFormat f, int t) {
-  if (f != StateFormat::Fp16 || t < 0)
-    return 0;
-  int e = 0;
-  for (unsigned u = unsigned(t) + 1u; u > 1u; u >>= 1)
-    ++e;
-  return e;
-}
+// ---- one element of S in storage: each format's row --------------------------------------------
 
 // 2^e as a float, exactly (|e| < 127).
 TARNN_HD float pow2f(int e) {
@@ -117,40 +102,95 @@ TARNN_HD float pow2f(int e) {
 #endif
 }
 
-// x rounded to a 16-bit format's bits with exponent e, and such bits widened back (exact).
-template <StateFormat F> TARNN_HD uint16_t narrow_bits(float x, int e) {
-  if constexpr (F == StateFormat::Fp16)
-    return fp16_bits(x * pow2f(-e));
-  else
-    return bf16_bits(x);
+// Format F's row: what one element of S is stored as (Storage), whether it is stored scaled by
+// the position (kScaled, below), and x rounded to it with exponent e (narrow) and such an element
+// widened back, exactly (widen). Every kernel takes a format's size, packing and rounding from
+// here; there is no row by default, so a format added to StateFormat does not compile until it has
+// its row here, and dispatch below its case.
+template <StateFormat F> struct StateTraits;
+
+template <> struct StateTraits<StateFormat::Fp32> {
+  using Storage = float;
+  static constexpr bool kScaled = false;
+  static TARNN_HD float narrow(float x, int) { return x; }
+  static TARNN_HD float widen(float h, int) { return h; }
+};
+
+// fp16's range is 65504, and S, a running sum with no decay, grows with the position (the shipped
+// model's largest |S| is 14,918 over 2,000 test digits; docs/STATE.md). So fp16 stores S 2^-e(t),
+// e(t) = floor(log2(t + 1)): about the mean of the t + 1 terms, whatever the length. A power of two
+// scales exactly: the rounding is fp16's own, only its range moves. S after position t is stored
+// with e(t) and read at t + 1 with it. The other formats keep their own range (e = 0).
+template <> struct StateTraits<StateFormat::Fp16> {
+  using Storage = uint16_t;
+  static constexpr bool kScaled = true;
+  static TARNN_HD uint16_t narrow(float x, int e) { return fp16_bits(x * pow2f(-e)); }
+  static TARNN_HD float widen(uint16_t h, int e) { return from_fp16(h) * pow2f(e); }
+};
+
+template <> struct StateTraits<StateFormat::Bf16> {
+  using Storage = uint16_t;
+  static constexpr bool kScaled = false;
+  static TARNN_HD uint16_t narrow(float x, int) { return bf16_bits(x); }
+  static TARNN_HD float widen(uint16_t h, int) { return from_bf16_bits(h); }
+};
+
+template <StateFormat F> using StorageOf = typename StateTraits<F>::Storage;
+// Whether F stores S as the fp32 it is computed in (no conversion, no scratch copy).
+template <StateFormat F> constexpr bool kStoredAsFloat = std::is_same_v<StorageOf<F>, float>;
+
+// A state format as a type: dispatch's argument. It converts to its value in constant
+// expressions, so a kernel is instantiated as kernel<F>.
+template <StateFormat F> struct Format {
+  static constexpr StateFormat value = F;
+  TARNN_HD constexpr operator StateFormat() const { return F; }
+};
+
+// fn(Format<F>{}) for the F that f names: the one switch from a run's format to the kernels'
+// template argument, on every backend. Every format has its case (no default: -Werror=switch).
+TARNN_HD_CALLS_ANY
+template <class Fn> TARNN_HD decltype(auto) dispatch(StateFormat f, Fn &&fn) {
+  switch (f) {
+  case StateFormat::Fp32:
+    return fn(Format<StateFormat::Fp32>{});
+  case StateFormat::Fp16:
+    return fn(Format<StateFormat::Fp16>{});
+  case StateFormat::Bf16:
+    return fn(Format<StateFormat::Bf16>{});
+  }
+  __builtin_unreachable(); // f is one of the cases (numerics.h parses strings into them)
 }
-template <StateFormat F> TARNN_HD float widen_bits(uint16_t h, int e) {
-  if constexpr (F == StateFormat::Fp16)
-    return from_fp16(h) * pow2f(e);
-  else
-    return from_bf16_bits(h);
+
+// An element's bytes in format f.
+TARNN_HD int state_element_size(StateFormat f) {
+  return dispatch(f, [](auto F) { return int(sizeof(StorageOf<F>)); });
+}
+
+// The exponent S after position t is stored with in format F (StateTraits::kScaled), e(t) =
+// floor(log2(t + 1)); 0 in the other formats and before the first position.
+template <StateFormat F> TARNN_HD int state_scale_exponent(int t) {
+  if (!StateTraits<F>::kScaled || t < 0)
+    return 0;
+  int e = 0;
+  for (unsigned u = unsigned(t) + 1u; u > 1u; u >>= 1)
+    ++e;
+  return e;
+}
+TARNN_HD int state_scale_exponent(StateFormat f, int t) {
+  return dispatch(f, [t](auto F) { return state_scale_exponent<F>(t); });
 }
 
 // x rounded to what format F stores with exponent e: the value the next position will read.
 template <StateFormat F> TARNN_HD float quantize(float x, int e = 0) {
-  if constexpr (F == StateFormat::Fp32)
-    return x;
-  else
-    return widen_bits<F>(narrow_bits<F>(x, e), e);
+  return StateTraits<F>::widen(StateTraits<F>::narrow(x, e), e);
 }
 
 // Element i of S stored in format F at S with exponent e, widened; and x rounded into it.
 template <StateFormat F> TARNN_HD float load_state(const void *S, size_t i, int e = 0) {
-  if constexpr (F == StateFormat::Fp32)
-    return static_cast<const float *>(S)[i];
-  else
-    return widen_bits<F>(static_cast<const uint16_t *>(S)[i], e);
+  return StateTraits<F>::widen(static_cast<const StorageOf<F> *>(S)[i], e);
 }
 template <StateFormat F> TARNN_HD void store_state(void *S, size_t i, float x, int e = 0) {
-  if constexpr (F == StateFormat::Fp32)
-    static_cast<float *>(S)[i] = x;
-  else
-    static_cast<uint16_t *>(S)[i] = narrow_bits<F>(x, e);
+  static_cast<StorageOf<F> *>(S)[i] = StateTraits<F>::narrow(x, e);
 }
 
 // ---- the state's layout, in bytes ---------------------------------------------------------------
@@ -171,36 +211,36 @@ TARNN_HD size_t state_block_offset(int image, int layer, int head, int n_layers,
 }
 
 // (host code) The largest |S| held by `blocks` consecutive state blocks (an image's layers and
-// heads, a chunk's images) in host memory, S stored in format f with exponent e: the magnitude
+// heads, a chunk's images) in host memory, S stored in format F with exponent e: the magnitude
 // docs/STATE.md measured the fp16 state for. Read once at the end of a chunk, not in the steps: the
-// bits of an fp16 magnitude order as its values do, so it is a max over integers, and one
+// bits of a 16-bit float's magnitude order as its values do, so it is a max over integers, and one
 // conversion.
-inline float largest_state(const void *state, size_t blocks, int features, int d, StateFormat f,
-                           int e) {
-  const size_t n = size_t(features) * d, block = state_block_bytes(features, d, f);
+template <StateFormat F>
+float largest_state(const void *state, size_t blocks, int features, int d, int e) {
+  const size_t n = size_t(features) * d, block = state_block_bytes(features, d, F);
   const auto *bytes = static_cast<const unsigned char *>(state);
-  if (f == StateFormat::Fp32) {
+  using Storage = StorageOf<F>;
+  if constexpr (kStoredAsFloat<F>) {
     float most = 0.0f;
     for (size_t b = 0; b < blocks; ++b)
       for (size_t i = 0; i < n; ++i)
         most = fmaxf(most, fabsf(reinterpret_cast<const float *>(bytes + b * block)[i]));
     return most;
+  } else {
+    static_assert(std::is_unsigned_v<Storage>, "a float's bits, the sign highest");
+    constexpr Storage magnitude = Storage(~Storage(0)) >> 1; // |h|'s bits: the sign cleared
+    Storage most = 0;
+    for (size_t b = 0; b < blocks; ++b) {
+      const auto *h = reinterpret_cast<const Storage *>(bytes + b * block);
+      for (size_t i = 0; i < n; ++i)
+        most = Storage(most > (h[i] & magnitude) ? most : (h[i] & magnitude));
+    }
+    return StateTraits<F>::widen(most, e);
   }
-  uint16_t most = 0; // |h|'s bits (fp16 or bf16): their order is the values' order
-  for (size_t b = 0; b < blocks; ++b) {
-    const auto *h = reinterpret_cast<const uint16_t *>(bytes + b * block);
-    for (size_t i = 0; i < n; ++i)
-      most = uint16_t(most > (h[i] & 0x7fffu) ? most : (h[i] & 0x7fffu));
-  }
-  switch (f) {
-  case StateFormat::Fp16:
-    return widen_bits<StateFormat::Fp16>(most, e);
-  case StateFormat::Bf16:
-    return widen_bits<StateFormat::Bf16>(most, e);
-  case StateFormat::Fp32:
-    break; // (above)
-  }
-  return 0.0f;
+}
+inline float largest_state(const void *state, size_t blocks, int features, int d, StateFormat f,
+                           int e) {
+  return dispatch(f, [&](auto F) { return largest_state<F>(state, blocks, features, d, e); });
 }
 
 } // namespace tarnn

@@ -16,6 +16,16 @@
 #define TARNN_HD inline __attribute__((always_inline))
 #endif
 
+// Before a TARNN_HD template that calls the function object it is given (dispatch): host code
+// passes host lambdas, device code device ones, and nvcc is told not to check the pairing in the
+// instantiation that is never compiled for the other side (nvcc's pragma: the emulated device's
+// compilers, which define __CUDACC__ too, do not know it).
+#ifdef __NVCC__
+#define TARNN_HD_CALLS_ANY _Pragma("nv_exec_check_disable")
+#else
+#define TARNN_HD_CALLS_ANY
+#endif
+
 namespace tarnn {
 
 constexpr float kAttentionEps = 1e-6f; // fast-transformers' LinearAttention eps

@@ -24,7 +24,7 @@ from model_config import (ACTIVATIONS, ATTENTIONS, CONFIG_KEYS, DRAWING_KEYS,  #
 
 def feature_map_of(cfg):
     """config.json's feature_map with every parameter the kind uses, the library's defaults filled
-    in; a ValueError names anything else (what src/io/config.cpp refuses)."""
+    in; a ValueError names anything else (what src/model/config.cpp refuses)."""
     d = cfg["d_head"]
     fm = cfg.get("feature_map")
     if fm is None:
@@ -93,7 +93,7 @@ def feature_count(fm, d_head):
 
 
 def check_config(cfg):
-    """What the engine's config.json reader refuses (src/io/config.cpp), refused here too, so that
+    """What the engine's config.json reader refuses (src/model/config.cpp), refused here too, so that
     nothing is trained or exported that the engine cannot run: unknown keys, missing ones,
     attentions and activations it does not compute."""
     for key in cfg:

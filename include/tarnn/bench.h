@@ -82,10 +82,11 @@ struct BenchResult {
 // model): the run options, --steps, the attention form and whether the device runs it.
 void check_bench_options(const BenchOptions &options);
 BenchResult run_bench(const BenchOptions &options);
-// The version of docs/JSON.md the commands' JSON follows (bench_json's and the command's).
+// The version of docs/JSON.md the commands' JSON follows (its header, which the command writes).
 constexpr int kJsonSchemaVersion = 3;
 std::string bench_text(const BenchResult &r); // the lines `tarnn bench` prints
-// The JSON of docs/JSON.md: schema 2, every time in seconds, the version and commit that measured.
+// The result's fields of docs/JSON.md, every time in seconds (a JSON object's text; the command
+// adds the header every JSON of it begins with: schema, version and commit, time).
 std::string bench_json(const BenchResult &r);
 
 // FLOPs (2 x multiply-adds) of one image at one position, linear attention in RNN mode.

@@ -27,6 +27,39 @@ enum class FeatureMapKind : int {
 
 const char *feature_map_name(FeatureMapKind k); // "elu+1", "relu", "random_fourier", ...
 
+// How the model attends (config.json "attention"): linear attention, which keeps a state S and z
+// of constant size (the paper's RNN), or softmax attention, which keeps the keys and values of
+// every earlier position (a KV cache: the paper's baseline).
+enum class Attention : int { Linear, Softmax };
+
+// "linear", "softmax": config.json's names. Inline: the CUDA plugin names a model's attention and
+// links nothing of the library.
+inline const char *attention_name(Attention a) {
+  switch (a) {
+  case Attention::Linear:
+    return "linear";
+  case Attention::Softmax:
+    return "softmax";
+  }
+  return "?";
+}
+
+// Whether phi of kind k acts on each element of x alone (F = d_head, no omega): the one place
+// that says which maps are elementwise (constexpr: the kernels compile each kind's code by it).
+constexpr bool is_elementwise(FeatureMapKind k) {
+  switch (k) {
+  case FeatureMapKind::EluPlusOne:
+  case FeatureMapKind::Relu:
+    return true;
+  case FeatureMapKind::RandomFourier:
+  case FeatureMapKind::SmoothedRandomFourier:
+  case FeatureMapKind::Favor:
+  case FeatureMapKind::GeneralizedRandom:
+    return false;
+  }
+  return false; // (every kind is a case above)
+}
+
 struct FeatureMap {
   FeatureMapKind kind = FeatureMapKind::EluPlusOne;
   int n_dims = 0;            // the library's n_dims (random-feature maps); 0 for elementwise ones
@@ -34,13 +67,14 @@ struct FeatureMap {
   double smoothing = 1.0;    // smoothed_random_fourier's constant last feature
   FeatureMapKind kernel_fn = FeatureMapKind::Relu; // generalized_random's f: Relu or EluPlusOne
 
-  bool elementwise() const {
-    return kind == FeatureMapKind::EluPlusOne || kind == FeatureMapKind::Relu;
-  }
+  bool elementwise() const { return is_elementwise(kind); }
   // The columns of omega as the library sizes it (0: none is stored). Inline, as features(): the
   // CUDA plugin computes with them and links nothing of the library.
   int omega_columns() const {
     switch (kind) {
+    case FeatureMapKind::EluPlusOne:
+    case FeatureMapKind::Relu:
+      return 0;
     case FeatureMapKind::RandomFourier:
     case FeatureMapKind::Favor:
       return n_dims / 2;
@@ -48,13 +82,15 @@ struct FeatureMap {
       return (n_dims - 1) / 2;
     case FeatureMapKind::GeneralizedRandom:
       return n_dims;
-    default:
-      return 0;
     }
+    return 0;
   }
   // F, the width of phi(x): S is F x d_head and z is F wide.
   int features(int d_head) const {
     switch (kind) {
+    case FeatureMapKind::EluPlusOne:
+    case FeatureMapKind::Relu:
+      return d_head;
     case FeatureMapKind::RandomFourier:
     case FeatureMapKind::Favor:
       return 2 * omega_columns();
@@ -62,9 +98,8 @@ struct FeatureMap {
       return 2 * omega_columns() + 1;
     case FeatureMapKind::GeneralizedRandom:
       return omega_columns();
-    default:
-      return d_head;
     }
+    return d_head;
   }
   bool operator==(const FeatureMap &o) const {
     return kind == o.kind && n_dims == o.n_dims && softmax_temp == o.softmax_temp &&
@@ -78,7 +113,7 @@ struct Config {
   int n_layers = 8, n_heads = 8, d_head = 32, d_model = 256, d_ff = 1024;
   Act activation = Act::Relu;
   int mixtures = 10;
-  std::string attention = "linear";
+  Attention attention = Attention::Linear;
   FeatureMap feature_map; // linear attention's phi (absent from config.json: elu + 1)
 
   int bytes_per_image() const { return height * width * channels; } // T

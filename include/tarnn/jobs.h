@@ -31,6 +31,10 @@ ImageSet sample_images(Engine &engine, int64_t n, uint64_t seed, int64_t first =
 std::vector<double> score_images(Engine &engine, const ImageSet &images,
                                  const Progress &progress = nullptr);
 
+// The bits/dim of an image whose known bytes have log-likelihood `log_prob` (a Rollout's):
+// -log_prob / (L ln 2), L the model's positions; what score_images and tarnn serve's score say.
+double bits_per_dim(double log_prob, const Config &c);
+
 // ---- completion --------------------------------------------------------------------------------
 
 // Bounds that keep the grid and the buffers sane; split a larger job with --index.

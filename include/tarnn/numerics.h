@@ -18,13 +18,20 @@ enum class Device { Cpu, Cuda };
 
 // The GEMMs' arithmetic. Fp32: the exact reference. Tf32: TF32 tensor cores (cuda). Bf16: weights
 // and GEMM inputs rounded to bfloat16, products summed in fp32 (AVX512_BF16 on the CPU, tensor
-// cores on CUDA). phi, the state, LayerNorm, the mixture and the sampler are fp32 in every one.
-enum class Precision { Fp32, Bf16, Tf32 };
+// cores on CUDA). Int8: weights with a scale per output and each GEMM input row with its own
+// scale quantized to int8, products summed in int32 (kernels/gemm_int8_ref.h; the CPU). phi, the
+// state, LayerNorm, the mixture and the sampler are fp32 in every one.
+enum class Precision { Fp32, Bf16, Int8, Tf32 };
 
 // How S is stored between positions (z stays fp32): fp32, the exact reference; fp16, half the
 // bytes; bf16, measured and refused (refusal()). The arithmetic is fp32 whatever the storage
 // (docs/STATE.md).
 enum class StateFormat { Fp32, Fp16, Bf16 };
+
+// The precision of the head (the predictor Wout, 256 -> 3K) when the layers' GEMMs run in p: int8
+// leaves it in fp32 (in int8 it alone moved the shipped model by +0.165 bits/dim, and it is 0.1%
+// of the products: docs/PRECISION.md); the others are p.
+Precision head_precision(Precision p);
 
 // A device's name is its backend's row's (src/engine/registry.cpp), the one description of it.
 const char *name(Device d);      // "cpu", "cuda"
@@ -55,8 +62,8 @@ std::vector<Device> all_devices();
 std::vector<Precision> all_precisions();
 std::vector<StateFormat> all_state_formats();
 
-// The value a string names, or Error naming the flag and the values there are ("--precision fp16:
-// not a precision (fp32, bf16, or tf32 on cuda)").
+// The value a string names, or Error naming the field and the values there are ("precision fp16:
+// not a precision (fp32, bf16, or tf32 on cuda)"; the command says "--precision fp16").
 Device parse_device(const std::string &s);
 Precision parse_precision(const std::string &s);
 StateFormat parse_state_format(const std::string &s);

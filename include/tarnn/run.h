@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "error.h"
 #include "model.h"
 #include "numerics.h"
 
@@ -46,7 +47,7 @@ void check_run_options(const RunOptions &o);
 
 // The sampler's temperature (docs/SPEC.md section 2) from a number as given: the float nearest to
 // `t`, which must be finite and above 0, and stay so as a float (1e-50 becomes 0 and 1e39
-// infinity: both refused). Throws Error "--temperature must be a finite number above 0 ...".
+// infinity: both refused). Throws Error "temperature must be a finite number above 0 ...".
 float sampling_temperature(double t);
 
 // The options with their defaults filled in (batch 0 stays 0 on cuda: it depends on free GPU
@@ -59,7 +60,7 @@ RunOptions resolve_run_options(const Config &c, RunOptions o);
 // The one memory check: throws Error "WHAT needs N MB, more than 3/4 of this machine's M MB" when
 // `bytes` is over 3/4 of the physical memory. Every job calls it, with everything it will hold,
 // before any work.
-void check_memory(double bytes, const std::string &what);
+void check_memory(double bytes, const Message &what);
 int64_t physical_memory_bytes();
 
 // Whether this build has the backend of `d`, and the device it would run on, in words ("NVIDIA
@@ -151,8 +152,8 @@ public:
 
   // What the runs so far saw that their results do not show, each said once, in the order seen:
   // an fp16 state beyond the magnitudes it was measured for (docs/STATE.md). The command prints
-  // them on stderr and in its JSON, Python as warnings.
-  std::vector<std::string> warnings() const;
+  // them on stderr and in its JSON, Python as warnings, each in its own words (error.h).
+  std::vector<Message> warnings() const;
 
 private:
   friend Engine engine_with(Model model, const RunOptions &options, const Knobs &knobs);

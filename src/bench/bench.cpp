@@ -20,7 +20,7 @@ AttentionForm form_of(const std::string &attention) {
   for (AttentionForm f : {AttentionForm::Linear, AttentionForm::Softmax, AttentionForm::Recompute})
     if (attention == attention_name(f))
       return f;
-  throw Error("--attention " + attention + " is not one of linear, softmax, softmax-recompute");
+  throw Error({param("attention", attention), " is not one of linear, softmax, softmax-recompute"});
 }
 
 const char *attention_name(AttentionForm f) {
@@ -36,10 +36,15 @@ const char *attention_name(AttentionForm f) {
 }
 
 const char *describe(AttentionForm f) {
-  return f == AttentionForm::Linear ? "linear attention in RNN mode"
-         : f == AttentionForm::Softmax
-             ? "softmax attention with a KV cache"
-             : "softmax attention recomputing the whole prefix every step";
+  switch (f) {
+  case AttentionForm::Linear:
+    return "linear attention in RNN mode";
+  case AttentionForm::Softmax:
+    return "softmax attention with a KV cache";
+  case AttentionForm::Recompute:
+    return "softmax attention recomputing the whole prefix every step";
+  }
+  return "";
 }
 
 double flops_at(const Config &c, AttentionForm f, int t) {
@@ -71,7 +76,7 @@ Model bench_model(const BenchOptions &o) {
   if (!o.model.empty())
     return load_model(o.model);
   if (o.shape != "mnist" && o.shape != "cifar10")
-    throw Error("--shape " + o.shape + " is not one of mnist, cifar10");
+    throw Error({param("shape", o.shape), " is not one of mnist, cifar10"});
   return random_model(o.shape == "mnist" ? Config::mnist() : Config::cifar10(), 1);
 }
 
@@ -280,7 +285,7 @@ BenchResult measure(const BenchOptions &o) {
   Model model = bench_model(o);
   // the form timed is --attention's, whatever attention the weights were trained with: the
   // baselines run them as a softmax model (its KV cache), linear attention as a linear one
-  model.config.attention = form == AttentionForm::Linear ? "linear" : "softmax";
+  model.config.attention = form == AttentionForm::Linear ? Attention::Linear : Attention::Softmax;
   Engine engine(std::move(model), o.run);
   const Config &c = engine.config();
   const RunOptions &run = engine.options();
@@ -342,7 +347,7 @@ BenchResult measure(const BenchOptions &o) {
 void check_bench_options(const BenchOptions &o) {
   check_run_options(o.run);
   if (o.steps < 0)
-    throw Error("--steps must be >= 0 (0: every position)");
+    throw Error({param("steps"), " must be >= 0 (0: every position)"});
   if (o.complete && (o.images < 1 || o.samples < 1 || o.samples > kMaxSamples))
     throw Error("bench --complete needs at least one image and 1 to 64 samples");
   const AttentionForm form = form_of(o.attention); // --complete times linear attention
@@ -351,9 +356,9 @@ void check_bench_options(const BenchOptions &o) {
     std::string runs;
     for (AttentionForm f : forms)
       runs += (runs.empty() ? "" : ", ") + std::string(attention_name(f));
-    throw Error("--device " + std::string(name(o.run.device)) + " runs " + runs +
-                " attention only: --attention " + o.attention +
-                " (the paper's softmax baselines) runs on " + devices_with(form));
+    throw Error({param("device", name(o.run.device)),
+                 " runs " + runs + " attention only: ", param("attention", o.attention),
+                 " (the paper's softmax baselines) runs on " + devices_with(form)});
   }
 }
 

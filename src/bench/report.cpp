@@ -1,12 +1,10 @@
 // A BenchResult as the lines `tarnn bench` prints and as its JSON file.
 #include <cstdarg>
 #include <cstdio>
-#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "../base/util.h"
 #include "tarnn/bench.h"
-#include "tarnn/version.h"
 
 namespace tarnn {
 
@@ -127,15 +125,7 @@ std::string bench_text(const BenchResult &r) {
 
 std::string bench_json(const BenchResult &r) {
   using nlohmann::json;
-  char when[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  json j = {{"schema_version", kJsonSchemaVersion},
-            {"command", "bench"},
-            {"tarnn_version", version()},
-            {"git_commit", git_commit()},
-            {"time", when},
-            {"device", name(r.device)},
+  json j = {{"device", name(r.device)},
             {"device_name", r.device_name},
             {"precision", name(r.precision)},
             {"state", name(r.state)},

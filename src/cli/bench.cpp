@@ -27,7 +27,9 @@ int run_bench_command(BenchArgs a) {
   try {
     const BenchResult r = run_bench(a.bench);
     bar.finish();
-    a.report.emit(bench_text(r), nlohmann::json::parse(bench_json(r)));
+    nlohmann::json j = json_header("bench");
+    j.update(nlohmann::json::parse(bench_json(r)));
+    a.report.emit(bench_text(r), j);
   } catch (const Interrupted &i) {
     std::fprintf(stderr, "tarnn: interrupted (signal %d)\n", i.signal);
     return 128 + i.signal;

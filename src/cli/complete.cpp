@@ -154,24 +154,6 @@ private:
   }
 };
 
-// An interrupted run says how far it got, and its exit status; one that wrote nothing has nothing
-// to resume (an --out-dir it made is removed again: OutputFolder).
-int interrupted_exit(const CompleteArgs &a, int signal, int64_t written, int64_t all) {
-  const char *grid = a.out.empty() ? "" : " (the grid is written only at the end)";
-  if (!a.out_dir.empty() && written > 0)
-    std::fprintf(stderr,
-                 "tarnn: interrupted (signal %d): %lld of %lld completions written to %s; the "
-                 "same command with --resume goes on from there%s\n",
-                 signal, static_cast<long long>(written), static_cast<long long>(all),
-                 a.out_dir.c_str(), grid);
-  else
-    std::fprintf(stderr,
-                 "tarnn: interrupted (signal %d) after %lld of %lld completions: nothing "
-                 "written%s\n",
-                 signal, static_cast<long long>(written), static_cast<long long>(all), grid);
-  return 128 + signal;
-}
-
 // The summary's line: what was done, or that --resume found it done.
 std::string summary_line(const CompleteArgs &a, const CompleteOutputs &outputs, int64_t n,
                          const std::vector<uint8_t> &known, double secs, double rate) {
@@ -193,31 +175,69 @@ std::string summary_line(const CompleteArgs &a, const CompleteOutputs &outputs, 
   return line;
 }
 
+// What a run completes: the file's images chosen by --index (the first 16 by default) and the
+// known bytes of each (the mask); their flags' errors are usage errors.
+struct Chosen {
+  std::vector<int64_t> index;
+  std::vector<uint8_t> known;
+};
+Chosen choose(const CompleteArgs &a, const Config &c, const ImageSet &images) {
+  Chosen s;
+  s.index = as_usage([&] {
+    return parse_index_list(
+        a.index.value_or("0-" + std::to_string(std::min<int64_t>(images.count, 16) - 1)),
+        images.count);
+  });
+  // a mask PNG is a file (its errors exit 1); --keep-rows and --keep are flags
+  s.known =
+      a.mask.png.empty() ? as_usage([&] { return make_mask(a.mask, c); }) : make_mask(a.mask, c);
+  check_completions(int64_t(s.index.size()), a.samples);
+  return s;
+}
+
+// -o's grid, checked before any work: a PNG file that can be written, of a size it can have.
+void check_grid_output(const CompleteArgs &a, const Config &c, int64_t n) {
+  if (a.out.empty())
+    return;
+  check_output_file(a.out);
+  const PictureSize picture =
+      completion_grid_size(n, a.samples, c.height, c.width, c.channels, a.grid.padding);
+  check_picture(picture.height, picture.width, picture.channels, a.grid.scale);
+}
+
+// The JSON of docs/JSON.md for a run that took `secs`.
+nlohmann::json complete_json(const CompleteArgs &a, const std::string &model, const Engine &engine,
+                             const Chosen &s, int64_t start, double secs, double rate) {
+  nlohmann::json j = json_header("complete");
+  j.update({{"model", model},
+            {"images_file", a.images},
+            {"index", s.index},
+            {"samples", a.samples},
+            {"seed", a.seed},
+            {"temperature", a.temperature},
+            {"known_bytes",
+             std::count_if(s.known.begin(), s.known.end(), [](uint8_t k) { return k != 0; })},
+            {"bytes_per_image", engine.config().bytes_per_image()},
+            {"resumed_at", start * a.samples},
+            {"seconds", secs},
+            {"completions_per_second", rate},
+            {"outputs", {{"grid", a.out}, {"out_dir", a.out_dir}}}});
+  j.update(numerics_json(engine));
+  return j;
+}
+
 int run_complete(const CompleteArgs &a) {
   check_flags(a);
   const std::string model = find_model(a.model);
   Engine engine(load_model(model), a.run.options());
   const Config &c = engine.config();
   const ImageSet images = read_images(a.images, c);
-  const std::vector<int64_t> index = as_usage([&] {
-    return parse_index_list(
-        a.index.value_or("0-" + std::to_string(std::min<int64_t>(images.count, 16) - 1)),
-        images.count);
-  });
-  // a mask PNG is a file (its errors exit 1); --keep-rows and --keep are flags
-  const std::vector<uint8_t> known =
-      a.mask.png.empty() ? as_usage([&] { return make_mask(a.mask, c); }) : make_mask(a.mask, c);
-  const int64_t n = int64_t(index.size());
-  check_completions(n, a.samples);
+  const Chosen s = choose(a, c, images);
+  const int64_t n = int64_t(s.index.size());
   // the run's clock, and TARNN_PROGRESS_SECONDS checked before any output is touched
   const ProgressBar bar = progress_bar(c.positions(), a.report.quiet, "completions");
-  if (!a.out.empty()) { // every output checked before any work
-    check_output_file(a.out);
-    const PictureSize picture =
-        completion_grid_size(n, a.samples, c.height, c.width, c.channels, a.grid.padding);
-    check_picture(picture.height, picture.width, picture.channels, a.grid.scale);
-  }
-  CompleteOutputs outputs(a, model, c, index, known);
+  check_grid_output(a, c, n); // every output checked before any work
+  CompleteOutputs outputs(a, model, c, s.index, s.known);
   if (!a.report.json_file.empty())
     check_output_file(a.report.json_file);
   // Batches of whole images (their `samples` completions each), each written (--out-dir) while
@@ -229,41 +249,27 @@ int run_complete(const CompleteArgs &a) {
     run_in_batches(
         n - start, images_per_batch, c.positions() * a.samples, bar.progress,
         [&](int64_t first, int64_t count, const Progress &p) {
-          const auto from = index.begin() + start + first;
-          return complete_images(engine, images, {from, from + count}, known, a.samples, a.seed, p,
-                                 float(a.temperature));
+          const auto from = s.index.begin() + start + first;
+          return complete_images(engine, images, {from, from + count}, s.known, a.samples, a.seed,
+                                 p, float(a.temperature));
         },
         [&](const ImageSet &batch) { outputs.write(batch); });
   } catch (const Interrupted &i) {
-    return interrupted_exit(a, i.signal, (start + i.written) * a.samples, n * a.samples);
+    return interrupted_exit({i.signal, (start + i.written) * a.samples, n * a.samples,
+                             "completions", a.out_dir, !a.out_dir.empty(), !a.out.empty()});
   }
   if (!a.out.empty())
     write_grid_png(a.out,
-                   completion_grid(images, index, known, outputs.done, a.samples, a.grid.padding,
-                                   uint8_t(a.grid.pad_value)),
+                   completion_grid(images, s.index, s.known, outputs.done, a.samples,
+                                   a.grid.padding, uint8_t(a.grid.pad_value)),
                    a.grid.scale);
   outputs.finish();
   // --resume of a finished run drew no bar: no last line of one
   const double secs = outputs.finished ? 0.0 : bar.finish();
   const double rate = secs > 0 ? double(todo) / secs : 0.0;
-  const std::string line = summary_line(a, outputs, n, known, secs, rate);
+  const std::string line = summary_line(a, outputs, n, s.known, secs, rate);
   print_warnings(engine);
-  nlohmann::json j = json_header("complete");
-  j.update(
-      {{"model", model},
-       {"images_file", a.images},
-       {"index", index},
-       {"samples", a.samples},
-       {"seed", a.seed},
-       {"temperature", a.temperature},
-       {"known_bytes", std::count_if(known.begin(), known.end(), [](uint8_t k) { return k != 0; })},
-       {"bytes_per_image", c.bytes_per_image()},
-       {"resumed_at", start * a.samples},
-       {"seconds", secs},
-       {"completions_per_second", rate},
-       {"outputs", {{"grid", a.out}, {"out_dir", a.out_dir}}}});
-  j.update(numerics_json(engine));
-  a.report.emit(line, j);
+  a.report.emit(line, complete_json(a, model, engine, s, start, secs, rate));
   return 0;
 }
 

@@ -35,8 +35,9 @@ int run_info(const InfoArgs &a) {
                   "state per image %lld bytes (S and z of every layer and head, %s; constant in "
                   "the position)",
                   static_cast<long long>(per_image), name(StateFormat::Fp32));
-  std::string attention = cfg.attention; // linear: its feature map, and S's shape when not square
-  if (cfg.attention == "linear") {
+  // linear: its feature map, and S's shape when not square
+  std::string attention = attention_name(cfg.attention);
+  if (cfg.attention == Attention::Linear) {
     attention += std::string(", feature map ") + feature_map_name(cfg.feature_map.kind);
     if (cfg.features() != cfg.d_head)
       attention += " (S is " + std::to_string(cfg.features()) + " x " + std::to_string(cfg.d_head) +
@@ -60,7 +61,7 @@ int run_info(const InfoArgs &a) {
   j.update({{"model", path},
             {"config", nlohmann::json::parse(cfg.to_json())},
             {"parameters", cfg.parameter_count()},
-            {"attention", cfg.attention},
+            {"attention", attention_name(cfg.attention)},
             // S and z (linear), or the KV cache at the last position (softmax: grows with t)
             {"state_bytes_per_image", per_image},
             {"memory_grows_with_position", keeps_kv_cache(cfg)},

@@ -49,6 +49,9 @@ int main(int argc, char **argv) {
                  info ? "the model's weights do not fit in the memory this process may use"
                       : "try a smaller --batch, fewer images or fewer --threads");
     return 1;
+  } catch (const Error &e) {
+    std::fprintf(stderr, "tarnn: error: %s\n", cli::in_flags(e).c_str());
+    return 1;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "tarnn: error: %s\n", e.what());
     return 1;

@@ -57,15 +57,42 @@ nlohmann::json json_header(const std::string &command) {
 
 nlohmann::json numerics_json(const Engine &engine) {
   const RunOptions &o = engine.options();
-  return {{"device", name(o.device)},       {"device_name", engine.device()},
-          {"precision", name(o.precision)}, {"state", name(o.state)},
-          {"threads", o.threads},           {"threads_from", o.threads_from},
-          {"warnings", engine.warnings()}};
+  std::vector<std::string> warnings;
+  for (const Message &w : engine.warnings())
+    warnings.push_back(in_flags(w));
+  return {{"device", name(o.device)},
+          {"device_name", engine.device()},
+          {"precision", name(o.precision)},
+          {"state", name(o.state)},
+          {"threads", o.threads},
+          {"threads_from", o.threads_from},
+          {"warnings", warnings}};
+}
+
+int interrupted_exit(const InterruptedRun &r) {
+  const char *grid = r.grid ? " (the grid is written only at the end)" : "";
+  const long long written = r.written, all = r.all;
+  if (written > 0 && r.resumable)
+    std::fprintf(stderr,
+                 "tarnn: interrupted (signal %d): %lld of %lld %s written%s%s; the same command "
+                 "with --resume goes on from there%s\n",
+                 r.signal, written, all, r.unit, r.into.empty() ? "" : " to ", r.into.c_str(),
+                 grid);
+  else if (written > 0 && !r.into.empty()) // a stream, alone: nothing resumable
+    std::fprintf(stderr,
+                 "tarnn: interrupted (signal %d): %lld of %lld %s written into %s, a stream (not "
+                 "resumable)%s\n",
+                 r.signal, written, all, r.unit, r.into.c_str(), grid);
+  else
+    std::fprintf(stderr,
+                 "tarnn: interrupted (signal %d) after %lld of %lld %s: nothing written%s\n",
+                 r.signal, written, all, r.unit, grid);
+  return 128 + r.signal;
 }
 
 void print_warnings(const Engine &engine) {
-  for (const std::string &w : engine.warnings())
-    std::fprintf(stderr, "tarnn: warning: %s\n", w.c_str());
+  for (const Message &w : engine.warnings())
+    std::fprintf(stderr, "tarnn: warning: %s\n", in_flags(w).c_str());
 }
 
 namespace {
@@ -179,7 +206,7 @@ void add_temperature_option(CLI::App *cmd, double &t) {
                     "')");
       sampling_temperature(v);
     } catch (const Error &e) {
-      throw CLI::ValidationError(e.what());
+      throw CLI::ValidationError(in_flags(e));
     }
     t = v;
   };

@@ -117,6 +117,19 @@ struct Interrupted {
 void catch_interrupts();
 int interrupted(); // the signal caught, or 0
 
+// What an interrupted run says on stderr (how far it got, where, whether --resume goes on, that a
+// grid is written only at the end), and its exit status, 128 + the signal. No unit written: nothing
+// to resume (an --out-dir the run made is removed again: OutputFolder).
+struct InterruptedRun {
+  int signal;
+  int64_t written, all;
+  const char *unit; // "images", "completions"
+  std::string into; // where they were written, where it helps to say
+  bool resumable;   // a record is kept: --resume goes on (else `into`, if any, a stream)
+  bool grid;        // -o: written only at the end
+};
+int interrupted_exit(const InterruptedRun &r);
+
 // The test hook (src/jobs/test_interrupt.h): with TARNN_TEST_INTERRUPT_AFTER=N (or N:TERM) set,
 // a job that calls this with `done` >= N of its outputs finished (and more to do) raises SIGINT
 // (SIGTERM) at itself, once per process: the run then stops as after a Ctrl-C at that moment, at

@@ -73,16 +73,10 @@ struct Outputs {
       grid = sinks.emplace_back(grid_sink(a.out, a.n, H, W, C, a.grid)).get();
     if (!a.out_dir.empty())
       folder.emplace(a.out_dir);
-    if (!a.npy.empty())
-      check_output_file(a.npy);
-    if (!a.report.json_file.empty())
-      check_output_file(a.report.json_file);
-    // a batch being computed and the one before it being written
-    double memory = engine.host_state_bytes(a.n) +
-                    double(std::min(a.n, 2 * engine.batch_for(a.n))) * c.bytes_per_image();
-    for (const auto &s : sinks)
-      memory += s->memory_bytes();
-    check_memory(memory, "sampling " + count_of(a.n, "image", "images"));
+    for (const std::string &file : {a.npy, a.report.json_file})
+      if (!file.empty())
+        check_output_file(file);
+    check_sample_memory(a, engine);
     // the record of a resumable run: an .npy that is a file (not a stream: output_target, its
     // record beside the file a link leads to) or an --out-dir; a stream is written into from its
     // first image, and where it is the only output streamed nothing is resumable
@@ -130,6 +124,17 @@ struct Outputs {
     resumable = true;
   }
 
+  // The run's memory: the state, a batch being computed and the one before it being written, and
+  // what the sinks hold (a grid, its images).
+  void check_sample_memory(const SampleArgs &a, const Engine &engine) const {
+    double memory =
+        engine.host_state_bytes(a.n) +
+        double(std::min(a.n, 2 * engine.batch_for(a.n))) * engine.config().bytes_per_image();
+    for (const auto &s : sinks)
+      memory += s->memory_bytes();
+    check_memory(memory, "sampling " + count_of(a.n, "image", "images"));
+  }
+
   // What a resume must match (a record without "temperature", as any run before it existed
   // wrote, means 1).
   static nlohmann::json run_record(const SampleArgs &a, const std::string &model, int H, int W,
@@ -164,27 +169,39 @@ struct Outputs {
   }
 };
 
-// An interrupted run says how far it got, and its exit status. `done`: the run's images written;
-// none leaves nothing to resume (an --out-dir the run made is removed again: OutputFolder), and a
-// stream (an --npy FIFO) has what it was given but keeps no record.
-int interrupted_exit(const SampleArgs &a, int signal, int64_t done, bool resumable) {
-  const long long written = done, all = a.n;
-  if (resumable && done > 0)
-    std::fprintf(stderr,
-                 "tarnn: interrupted (signal %d): %lld of %lld images written; the same command "
-                 "with --resume goes on from there\n",
-                 signal, written, all);
-  else if (!a.npy.empty() && done > 0) // a stream, alone: nothing resumable
-    std::fprintf(stderr,
-                 "tarnn: interrupted (signal %d): %lld of %lld images written into %s, a stream "
-                 "(not resumable)%s\n",
-                 signal, written, all, a.npy.c_str(),
-                 a.out.empty() ? "" : "; the grid is written only at the end");
+// The summary's line: what was done, or that --resume found it done.
+std::string summary_line(const SampleArgs &a, const Outputs &outputs, int64_t todo, double secs,
+                         double rate) {
+  std::string where;
+  for (const std::string &o : {a.out, a.out_dir, a.npy})
+    if (!o.empty())
+      where += (where.empty() ? "" : ", ") + o;
+  char line[1024];
+  if (outputs.finished)
+    std::snprintf(line, sizeof line, "%s: already complete (%s): nothing sampled%s%s\n",
+                  Outputs::streamed_names(a).c_str(), count_of(a.n, "image", "images").c_str(),
+                  a.out.empty() ? "" : "; the grid drawn from them -> ", a.out.c_str());
   else
-    std::fprintf(stderr,
-                 "tarnn: interrupted (signal %d) after %lld of %lld images: nothing written%s\n",
-                 signal, written, all, a.out.empty() ? "" : " (a grid is written only at the end)");
-  return 128 + signal;
+    std::snprintf(line, sizeof line, "%s in %.2f s (%.2f images/s) -> %s\n",
+                  count_of(todo, "image", "images").c_str(), secs, rate, where.c_str());
+  return line;
+}
+
+// The JSON of docs/JSON.md for a run that took `secs`.
+nlohmann::json sample_json(const SampleArgs &a, const std::string &model, const Engine &engine,
+                           int64_t start, double secs, double rate) {
+  nlohmann::json j = json_header("sample");
+  j.update({{"model", model},
+            {"images", a.n},
+            {"first", a.first},
+            {"seed", a.seed},
+            {"temperature", a.temperature},
+            {"resumed_at", start},
+            {"seconds", secs},
+            {"images_per_second", rate},
+            {"outputs", {{"grid", a.out}, {"out_dir", a.out_dir}, {"npy", a.npy}}}});
+  j.update(numerics_json(engine));
+  return j;
 }
 
 int run_sample(SampleArgs a) {
@@ -213,41 +230,21 @@ int run_sample(SampleArgs a) {
   } catch (const Error &e) { // a write that failed (a full disk): what was written is kept
     if (!outputs.resumable || start + written == 0 || e.kind() != Error::Kind::File)
       throw;
-    throw Error(std::string(e.what()) + "; the " + std::to_string(start + written) +
+    throw Error(in_flags(e) + "; the " + std::to_string(start + written) +
                     " images written before are kept: the same command with --resume goes on",
                 e.kind());
   } catch (const Interrupted &i) {
-    return interrupted_exit(a, i.signal, start + i.written, outputs.resumable);
+    // a stream (an --npy FIFO) has what it was given but keeps no record
+    return interrupted_exit({i.signal, start + i.written, a.n, "images",
+                             outputs.resumable ? "" : a.npy, outputs.resumable, !a.out.empty()});
   }
   outputs.finish();
   // --resume of a finished run drew no bar: no last line of one
   const double secs = outputs.finished ? 0.0 : bar.finish();
   const double rate = secs > 0 ? double(todo) / secs : 0.0;
-  std::string where;
-  for (const std::string &o : {a.out, a.out_dir, a.npy})
-    if (!o.empty())
-      where += (where.empty() ? "" : ", ") + o;
-  char line[1024];
-  if (outputs.finished)
-    std::snprintf(line, sizeof line, "%s: already complete (%s): nothing sampled%s%s\n",
-                  Outputs::streamed_names(a).c_str(), count_of(a.n, "image", "images").c_str(),
-                  a.out.empty() ? "" : "; the grid drawn from them -> ", a.out.c_str());
-  else
-    std::snprintf(line, sizeof line, "%s in %.2f s (%.2f images/s) -> %s\n",
-                  count_of(todo, "image", "images").c_str(), secs, rate, where.c_str());
   print_warnings(engine);
-  nlohmann::json j = json_header("sample");
-  j.update({{"model", model},
-            {"images", a.n},
-            {"first", a.first},
-            {"seed", a.seed},
-            {"temperature", a.temperature},
-            {"resumed_at", start},
-            {"seconds", secs},
-            {"images_per_second", rate},
-            {"outputs", {{"grid", a.out}, {"out_dir", a.out_dir}, {"npy", a.npy}}}});
-  j.update(numerics_json(engine));
-  a.report.emit(line, j);
+  a.report.emit(summary_line(a, outputs, todo, secs, rate),
+                sample_json(a, model, engine, start, secs, rate));
   return 0;
 }
 

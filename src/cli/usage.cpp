@@ -2,11 +2,25 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "../base/util.h"
 #include "tarnn/io.h"
 
 namespace tarnn::cli {
+
+std::string flag_of(const Message::Field &field) {
+  // the fields whose flags are not their names
+  static const std::map<std::string, std::string> flags = {{"n", "-n"},
+                                                           {"client_seconds", "--client-timeout"}};
+  const auto it = flags.find(field.name);
+  std::string flag = "--" + field.name;
+  if (it != flags.end())
+    flag = it->second;
+  else
+    std::replace(flag.begin(), flag.end(), '_', '-');
+  return field.value.empty() ? flag : flag + " " + field.value;
+}
 
 namespace {
 

@@ -17,6 +17,12 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The library's words in the command's: each field as its flag, with its value ("n" is -n,
+// "batch" --batch, "keep_rows" --keep-rows, "device tpu" --device tpu).
+std::string flag_of(const Message::Field &field);
+inline std::string in_flags(const Error &e) { return e.said(flag_of); }
+inline std::string in_flags(const Message &m) { return m.said(flag_of); }
+
 // Runs `check`, turning the library's Error about a value (Kind::Invalid: a flag's value it
 // refused) into a UsageError; errors about files and the machine stay what they are.
 template <class F> auto as_usage(F &&check) -> decltype(check()) {
@@ -25,7 +31,7 @@ template <class F> auto as_usage(F &&check) -> decltype(check()) {
   } catch (const Error &e) {
     if (e.kind() != Error::Kind::Invalid)
       throw;
-    throw UsageError(e.what());
+    throw UsageError(in_flags(e));
   }
 }
 

@@ -22,17 +22,27 @@
 
 namespace tarnn {
 
-CpuWeights::CpuWeights(const Model &m, Precision precision)
+CpuWeights::CpuWeights(const Model &m, const std::function<Precision(const Linear &)> &of)
     : view_(make_view(
           m.weights, [](const std::vector<float> &v) { return v.data(); },
-          [this, precision](const Linear &l) {
-            const void *w = nullptr;
-            if (precision == Precision::Bf16)
-              w = &packed_bf16_.emplace_back(pack_bf16(l));
-            else
-              w = &packed_.emplace_back(pack(l));
-            return LinearWeights{precision, l.out, l.in, w, l.b.data(), l.w.data()};
+          [this, &of](const Linear &l) {
+            const Precision p = of(l);
+            return LinearWeights{p, l.out, l.in, packed(l, p), l.b.data(), l.w.data()};
           })) {}
+
+const void *CpuWeights::packed(const Linear &l, Precision precision) {
+  switch (precision) {
+  case Precision::Fp32:
+    return &packed_.emplace_back(pack(l));
+  case Precision::Bf16:
+    return &packed_bf16_.emplace_back(pack_bf16(l));
+  case Precision::Int8:
+    return &packed_int8_.emplace_back(pack_int8(l));
+  case Precision::Tf32: // kCpuPrecisions leaves it out: the engine refuses it before this
+    break;
+  }
+  throw Error(std::string("the CPU has no ") + name(precision) + " GEMM");
+}
 
 namespace {
 
@@ -83,10 +93,21 @@ public:
 
   std::string device() const override {
     return "cpu: " + cpu_model_name() + ", " + count_of(options_.threads, "thread", "threads") +
-           ", " + cpu_path_name() +
-           (options_.precision != Precision::Bf16 ? ""
-            : cpu_has_avx512_bf16()               ? ", bf16 GEMMs (AVX512_BF16)"
-                                                  : ", bf16 GEMMs (emulated: no AVX512_BF16)");
+           ", " + cpu_path_name() + gemm_path();
+  }
+
+  std::string gemm_path() const { // which instructions a reduced precision's GEMMs run
+    switch (options_.precision) {
+    case Precision::Bf16:
+      return cpu_has_avx512_bf16() ? ", bf16 GEMMs (AVX512_BF16)"
+                                   : ", bf16 GEMMs (emulated: no AVX512_BF16)";
+    case Precision::Int8:
+      return std::string(", int8 GEMMs (") + name(int8_paths().front()) + ")";
+    case Precision::Fp32:
+    case Precision::Tf32:
+      break;
+    }
+    return "";
   }
 
   int64_t batch_for(int64_t count) const override {

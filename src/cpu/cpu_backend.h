@@ -10,7 +10,8 @@
 namespace tarnn {
 
 // What the CPU's kernels run: its GEMMs' precisions (cpu_ops.h: CpuKernels) and state formats.
-inline const std::vector<Precision> kCpuPrecisions = {Precision::Fp32, Precision::Bf16};
+inline const std::vector<Precision> kCpuPrecisions = {Precision::Fp32, Precision::Bf16,
+                                                      Precision::Int8};
 inline const std::vector<StateFormat> kCpuStates = {StateFormat::Fp32, StateFormat::Fp16};
 
 // The CPU's row in the registry (engine/registry.h): what it runs and how it is made.

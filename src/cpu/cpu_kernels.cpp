@@ -84,8 +84,10 @@ __attribute__((target("avx512f"))) inline int widen_avx512(const void *S, float 
     const __m256i x = _mm256_loadu_si256(h + i / 16);
     if constexpr (F == StateFormat::Fp16)
       _mm512_storeu_ps(s + i, _mm512_mul_ps(_mm512_cvtph_ps(x), scale));
-    else
+    else if constexpr (F == StateFormat::Bf16)
       _mm512_storeu_ps(s + i, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16)));
+    else
+      static_assert(F == StateFormat::Fp16, "a stored format without its AVX-512 widening");
   }
   return i;
 }
@@ -101,7 +103,7 @@ __attribute__((target("avx512f"))) inline int narrow_avx512(const float *s, void
     __m256i y;
     if constexpr (F == StateFormat::Fp16) {
       y = _mm512_cvtps_ph(_mm512_mul_ps(x, scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    } else { // bf16_bits, lane by lane
+    } else if constexpr (F == StateFormat::Bf16) { // bf16_bits, lane by lane
       const __m512i u = _mm512_castps_si512(x), hi = _mm512_srli_epi32(u, 16);
       const __mmask16 nan = _mm512_cmpgt_epu32_mask(
           _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
@@ -114,6 +116,8 @@ __attribute__((target("avx512f"))) inline int narrow_avx512(const float *s, void
       r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
       r = _mm512_mask_mov_epi32(r, tiny, _mm512_and_si512(hi, _mm512_set1_epi32(0x8000)));
       y = _mm512_cvtepi32_epi16(r);
+    } else {
+      static_assert(F == StateFormat::Fp16, "a stored format without its AVX-512 rounding");
     }
     _mm256_storeu_si256(h + i / 16, y);
   }
@@ -129,7 +133,7 @@ __attribute__((target("avx512f"))) inline int narrow_avx512(const float *s, void
 template <bool kAvx512, StateFormat F>
 __attribute__((always_inline)) inline void widen_state(const void *S, float *s, int n, int e) {
   int i = 0;
-  if constexpr (kAvx512 && F != StateFormat::Fp32)
+  if constexpr (kAvx512 && !kStoredAsFloat<F>)
     i = widen_avx512<F>(S, s, n, e);
   for (; i < n; ++i)
     s[i] = load_state<F>(S, size_t(i), e);
@@ -138,7 +142,7 @@ __attribute__((always_inline)) inline void widen_state(const void *S, float *s, 
 template <bool kAvx512, StateFormat F>
 __attribute__((always_inline)) inline void narrow_state(const float *s, void *S, int n, int e) {
   int i = 0;
-  if constexpr (kAvx512 && F != StateFormat::Fp32)
+  if constexpr (kAvx512 && !kStoredAsFloat<F>)
     i = narrow_avx512<F>(s, S, n, e);
   for (; i < n; ++i)
     store_state<F>(S, size_t(i), s[i], e);
@@ -199,7 +203,7 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
   const size_t block = state_block_bytes(n, d, F), s_bytes = state_s_bytes(n, d, F);
   float fq[kMaxFeatures], fk[kMaxFeatures]; // phi of one head's q and k: no allocation per step
   thread_local std::vector<float> wide;     // a 16-bit block's S in fp32
-  if constexpr (F != StateFormat::Fp32)
+  if constexpr (!kStoredAsFloat<F>)
     wide.resize(size_t(n) * d);
   for (int r = 0; r < rows; ++r) {
     const float *q = qkv + size_t(r) * 3 * A; // [q | k | v], A wide each
@@ -208,7 +212,7 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
       if (kAvx512 && m.kind == FeatureMapKind::EluPlusOne) {
         phi_avx512(q + h * d, fq, d);
         phi_avx512(q + A + h * d, fk, d);
-      } else if (m.elementwise()) {
+      } else if (m.elementwise) {
         for (int i = 0; i < d; ++i) {
           fq[i] = phi_elementwise(m.kind, q[h * d + i]);
           fk[i] = phi_elementwise(m.kind, q[A + h * d + i]);
@@ -230,40 +234,35 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
       if constexpr (kAvx512 && F == StateFormat::Fp16)
         if (square32) { // S converted row by row in registers, no scratch
           update_fp16_avx512(fq, fk, q + 2 * A + h * d, at, z, att + size_t(r) * A + h * d,
-                             state_scale_exponent(F, position - 1),
-                             state_scale_exponent(F, position));
+                             state_scale_exponent<F>(position - 1),
+                             state_scale_exponent<F>(position));
           continue;
         }
-      float *S = F == StateFormat::Fp32 ? reinterpret_cast<float *>(at) : wide.data();
-      if constexpr (F != StateFormat::Fp32)
-        widen_state<kAvx512, F>(at, S, n * d, state_scale_exponent(F, position - 1));
+      float *S = kStoredAsFloat<F> ? reinterpret_cast<float *>(at) : wide.data();
+      if constexpr (!kStoredAsFloat<F>)
+        widen_state<kAvx512, F>(at, S, n * d, state_scale_exponent<F>(position - 1));
       float *out = att + size_t(r) * A + h * d;
       if (square32) // unrolled, the same bits
         linear_attention_update<32>(fq, fk, q + 2 * A + h * d, S, z, out, d);
       else
         linear_attention_update(fq, fk, q + 2 * A + h * d, S, z, out, d, n);
-      if constexpr (F != StateFormat::Fp32)
-        narrow_state<kAvx512, F>(S, at, n * d, state_scale_exponent(F, position));
+      if constexpr (!kStoredAsFloat<F>)
+        narrow_state<kAvx512, F>(S, at, n * d, state_scale_exponent<F>(position));
     }
   }
 }
 
 // The runtime format f as the template argument F of attention_body, widen_state, narrow_state.
+// The lambdas are always inlined, as the bodies: into each variant, in its instruction set.
 template <bool kAvx512>
 __attribute__((always_inline)) inline void
 attention_any(const float *qkv, void *state, float *att, int rows, int layer, int n_layers,
               int n_heads, const PhiMap &m, StateFormat f, int t, bool one_state, int h0, int h1) {
-  switch (f) {
-  case StateFormat::Fp32:
-    return attention_body<kAvx512, StateFormat::Fp32>(qkv, state, att, rows, layer, n_layers,
-                                                      n_heads, m, t, one_state, h0, h1);
-  case StateFormat::Fp16:
-    return attention_body<kAvx512, StateFormat::Fp16>(qkv, state, att, rows, layer, n_layers,
-                                                      n_heads, m, t, one_state, h0, h1);
-  case StateFormat::Bf16:
-    return attention_body<kAvx512, StateFormat::Bf16>(qkv, state, att, rows, layer, n_layers,
-                                                      n_heads, m, t, one_state, h0, h1);
-  }
+  dispatch(
+      f, [&](auto F) __attribute__((always_inline)) {
+        attention_body<kAvx512, F>(qkv, state, att, rows, layer, n_layers, n_heads, m, t, one_state,
+                                   h0, h1);
+      });
 }
 
 // from: n elements rounded into `to`; else n elements of `in` widened into `out`.
@@ -271,17 +270,11 @@ template <bool kAvx512>
 __attribute__((always_inline)) inline void convert_any(const float *from, void *to, const void *in,
                                                        float *out, size_t n, StateFormat f, int e) {
   const int m = int(n);
-  switch (f) {
-  case StateFormat::Fp32:
-    return from ? narrow_state<kAvx512, StateFormat::Fp32>(from, to, m, e)
-                : widen_state<kAvx512, StateFormat::Fp32>(in, out, m, e);
-  case StateFormat::Fp16:
-    return from ? narrow_state<kAvx512, StateFormat::Fp16>(from, to, m, e)
-                : widen_state<kAvx512, StateFormat::Fp16>(in, out, m, e);
-  case StateFormat::Bf16:
-    return from ? narrow_state<kAvx512, StateFormat::Bf16>(from, to, m, e)
-                : widen_state<kAvx512, StateFormat::Bf16>(in, out, m, e);
-  }
+  dispatch(
+      f, [&](auto F) __attribute__((always_inline)) {
+        return from ? narrow_state<kAvx512, F>(from, to, m, e)
+                    : widen_state<kAvx512, F>(in, out, m, e);
+      });
 }
 
 #define TARNN_ATTENTION_ARGS                                                                       \
@@ -480,6 +473,11 @@ void CpuKernels::linear(const LinearWeights &l, const float *x, float *y, int ro
     if (reference)
       return linear_forward_bf16_ref(l.w_ref, l.b, l.out, l.in, x, l.in, rows, y, l.out, act);
     return linear_forward_bf16(*static_cast<const PackedLinearBf16 *>(l.w), x, l.in, rows, y, l.out,
+                               act);
+  case Precision::Int8:
+    if (reference)
+      return linear_forward_int8_ref(l.w_ref, l.b, l.out, l.in, x, l.in, rows, y, l.out, act);
+    return linear_forward_int8(*static_cast<const PackedLinearInt8 *>(l.w), x, l.in, rows, y, l.out,
                                act);
   case Precision::Tf32:
     break;

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 
 #include "../../kernels/feature_map.h"
 #include "../model/host_ops.h"
 #include "gemm.h"
 #include "gemm_bf16.h"
+#include "gemm_int8.h"
 
 namespace tarnn {
 
@@ -15,14 +17,21 @@ namespace tarnn {
 // Holds pointers into `m`.
 class CpuWeights {
 public:
-  CpuWeights(const Model &m, Precision precision);
+  CpuWeights(const Model &m, Precision precision)
+      : CpuWeights(m, [&m, precision](const Linear &l) {
+          return &l == &m.weights.predictor ? head_precision(precision) : precision;
+        }) {}
+  // Each linear layer in the precision `of` gives it (tools/int8_study.cpp mixes them).
+  CpuWeights(const Model &m, const std::function<Precision(const Linear &)> &of);
   CpuWeights(const CpuWeights &) = delete;
   CpuWeights &operator=(const CpuWeights &) = delete;
   const ModelView &view() const { return view_; }
 
 private:
+  const void *packed(const Linear &l, Precision precision); // W in the precision's CPU form
   std::deque<PackedLinear> packed_; // a deque: growing it never moves what the view points to
   std::deque<PackedLinearBf16> packed_bf16_;
+  std::deque<PackedLinearInt8> packed_int8_;
   ModelView view_;
 };
 

@@ -25,7 +25,8 @@ void FirstError::rethrow() {
 
 std::exception_ptr thread_start_error(const std::exception &e) {
   return std::make_exception_ptr(
-      Error(std::string("cannot start a CPU thread: ") + e.what() + " (try fewer --threads)",
+      Error({std::string("cannot start a CPU thread: ") + e.what() + " (try fewer ",
+             param("threads"), ")"},
             Error::Kind::Runtime));
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../../kernels/cuda_util.h"
+#include "../../kernels/int8_rows.h"
 #include "../../kernels/launch.h"
 #include "../../kernels/round_bf16.h"
 #include "../base/util.h"
@@ -95,21 +96,23 @@ int require_device() {
                                        std::to_string(CUDART_VERSION / 1000) + "." +
                                        std::to_string(CUDART_VERSION % 1000 / 10) + "; "
                                  : "";
-    throw Error(std::string("no CUDA device: cudaGetDeviceCount: ") + cudaGetErrorString(e) + " (" +
-                    hint + "use --device cpu)",
+    throw Error({std::string("no CUDA device: cudaGetDeviceCount: ") + cudaGetErrorString(e) +
+                     " (" + hint + "use ",
+                 param("device", "cpu"), ")"},
                 Error::Kind::Runtime);
   }
   if (count == 0)
-    throw Error("no CUDA device: none found (use --device cpu)", Error::Kind::Runtime);
+    throw Error({"no CUDA device: none found (use ", param("device", "cpu"), ")"},
+                Error::Kind::Runtime);
   int dev = 0;
   cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
   int major = 0;
   cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
              "cudaDeviceGetAttribute");
   if (major < 8)
-    throw Error("CUDA device " + std::to_string(dev) + " has compute capability " +
-                std::to_string(major) +
-                ".x; this build has code for 8.0 and newer (use --device cpu)");
+    throw Error({"CUDA device " + std::to_string(dev) + " has compute capability " +
+                     std::to_string(major) + ".x; this build has code for 8.0 and newer (use ",
+                 param("device", "cpu"), ")"});
   return dev;
 }
 
@@ -133,12 +136,14 @@ double peak_bandwidth(int dev) {
   return 2.0 * khz * 1e3 * bits / 8.0;
 }
 
-// The widest input of a linear layer: the room a bf16 copy of a GEMM's input takes per image.
+// The widest input of a linear layer: the room a bf16 or int8 copy of a GEMM's input takes per
+// image.
 size_t widest_input(const Config &c) { return size_t(std::max({c.d_model, c.d_ff, c.d_attn()})); }
 
 void check_supported(const Config &c) {
-  if (c.attention != "linear")
-    throw Error("the CUDA backend runs linear attention; this model's attention is " + c.attention);
+  if (c.attention != Attention::Linear)
+    throw Error(std::string("the CUDA backend runs linear attention; this model's attention is ") +
+                attention_name(c.attention));
 }
 
 // The GEMMs' inputs for a precision.
@@ -150,6 +155,8 @@ Gemm::Inputs gemm_inputs(Precision p) {
     return Gemm::Inputs::Tf32;
   case Precision::Bf16:
     return Gemm::Inputs::Bf16;
+  case Precision::Int8:
+    return Gemm::Inputs::Int8;
   }
   throw Error(std::string("the CUDA backend has no ") + name(p) + " GEMM");
 }
@@ -195,8 +202,11 @@ struct Gpu {
   cublasHandle_t blas = nullptr;
   void *workspace = nullptr;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  // null: cuBLAS's own choice per size (CudaGemm::Cublas, for comparisons; bf16 always runs Gemm).
+  // null: cuBLAS's own choice per size (CudaGemm::Cublas, for comparisons; bf16 and int8 always
+  // run Gemm).
   std::unique_ptr<Gemm> gemm;
+  // int8's head (head_precision: fp32): Gemm's fp32 path beside the int8 one; else null.
+  std::unique_ptr<Gemm> fp32_gemm;
 
   Gpu(Gemm::Inputs inputs, CudaGemm path) {
     const bool tf32 = inputs == Gemm::Inputs::Tf32;
@@ -212,9 +222,12 @@ struct Gpu {
       blas_check(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
                  "cublasSetMathMode");
       compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-      if (path != CudaGemm::Cublas || inputs == Gemm::Inputs::Bf16)
-        gemm = std::make_unique<Gemm>(stream, workspace, kBlasWorkspace, inputs,
-                                      path != CudaGemm::Unfused);
+      const bool fuse = path != CudaGemm::Unfused;
+      if (path != CudaGemm::Cublas || inputs == Gemm::Inputs::Bf16 || inputs == Gemm::Inputs::Int8)
+        gemm = std::make_unique<Gemm>(stream, workspace, kBlasWorkspace, inputs, fuse);
+      if (inputs == Gemm::Inputs::Int8)
+        fp32_gemm =
+            std::make_unique<Gemm>(stream, workspace, kBlasWorkspace, Gemm::Inputs::Fp32, fuse);
     } catch (...) {
       release();
       throw;
@@ -224,7 +237,13 @@ struct Gpu {
   Gpu(const Gpu &) = delete;
   Gpu &operator=(const Gpu &) = delete;
 
+  // The GEMM of a layer in precision p: the int8 one, or fp32's beside it (int8's head).
+  Gemm *gemm_for(Precision p) const {
+    return p == Precision::Fp32 && fp32_gemm ? fp32_gemm.get() : gemm.get();
+  }
+
   void release() {
+    fp32_gemm.reset();
     gemm.reset();
     if (blas)
       cublasDestroy(blas);
@@ -256,7 +275,34 @@ struct DeviceBlock {
 };
 
 // A linear layer in device memory (LinearWeights::w), PyTorch's layout (cuBLAS reads W [out, in]
-// as the transposed operand): float, or with bf16 the bfloat16 bits (uint16_t).
+// as the transposed operand): float, or with bf16 the bfloat16 bits (uint16_t), or with int8 its
+// Int8Linear: W's scales (out floats) and then, 256 bytes aligned, its int8 values.
+struct Int8Linear {
+  const float *scale;
+  const int8_t *q;
+  Int8Linear(const LinearWeights &l)
+      : scale(static_cast<const float *>(l.w)),
+        q(static_cast<const int8_t *>(l.w) + align256(size_t(l.out) * 4)) {}
+};
+
+size_t linear_bytes(const Linear &l, Precision p) {
+  switch (p) {
+  case Precision::Bf16:
+    return align256(l.w.size() * 2);
+  case Precision::Int8:
+    return align256(size_t(l.out) * 4) + align256(l.w.size());
+  case Precision::Fp32:
+  case Precision::Tf32:
+    break;
+  }
+  return align256(l.w.size() * 4);
+}
+
+// Each linear layer's precision: the run's, but int8's head in fp32 (head_precision, as the CPU).
+Precision precision_of(const Weights &W, const Linear &l, Precision p) {
+  return &l == &W.predictor ? head_precision(p) : p;
+}
+
 size_t weight_bytes(const Weights &W, Precision precision) {
   size_t total = 0;
   auto count = [&](const std::vector<float> &v) {
@@ -264,14 +310,25 @@ size_t weight_bytes(const Weights &W, Precision precision) {
     return static_cast<const float *>(nullptr);
   };
   make_view(W, count, [&](const Linear &l) {
-    total += precision == Precision::Bf16 ? align256(l.w.size() * 2) : align256(l.w.size() * 4);
+    total += linear_bytes(l, precision_of(W, l, precision));
     return LinearWeights{precision, l.out, l.in, nullptr, count(l.b)};
   });
   return total;
 }
 
+// W quantized once, on the host, row by row as kernels/gemm_int8_ref.h says (the CPU's packing
+// quantizes alike): the block Int8Linear reads.
+std::vector<uint8_t> quantized_int8(const Linear &l) {
+  std::vector<uint8_t> block(linear_bytes(l, Precision::Int8), 0);
+  float *scale = reinterpret_cast<float *>(block.data());
+  int8_t *q = reinterpret_cast<int8_t *>(block.data() + align256(size_t(l.out) * 4));
+  for (int j = 0; j < l.out; ++j)
+    scale[j] = int8_quantize_vector(l.w.data() + size_t(j) * l.in, l.in, q + size_t(j) * l.in);
+  return block;
+}
+
 // Every tensor copied once into one allocation; with bf16 the linear layers' W rounded on the
-// host first (kernels/round_bf16.h's rule).
+// host first (kernels/round_bf16.h's rule), with int8 quantized (quantized_int8).
 struct DeviceWeights {
   DeviceBlock mem;
   ModelView view;
@@ -288,15 +345,19 @@ struct DeviceWeights {
       return static_cast<const float *>(upload(v.data(), v.size() * 4));
     };
     view = make_view(W, place, [&](const Linear &l) {
+      const Precision p = precision_of(W, l, precision);
       const void *w = nullptr;
-      if (precision == Precision::Bf16) {
+      if (p == Precision::Bf16) {
         std::vector<uint16_t> w16(l.w.size());
         round_bf16_cpu(l.w.data(), w16.data(), w16.size());
         w = upload(w16.data(), w16.size() * 2);
+      } else if (p == Precision::Int8) {
+        const std::vector<uint8_t> block = quantized_int8(l);
+        w = upload(block.data(), block.size());
       } else {
         w = place(l.w);
       }
-      return LinearWeights{precision, l.out, l.in, w, place(l.b)};
+      return LinearWeights{p, l.out, l.in, w, place(l.b)};
     });
     // A pageable cudaMemcpy may return before its DMA lands, and the backend's stream does not
     // wait for the legacy default stream: wait here, once.
@@ -321,23 +382,59 @@ struct DeviceBatch {
   }
 };
 
-// Where bf16 GEMMs read their inputs (null without bf16): x16, room for one GEMM input of the
-// batch (rows x the widest layer input), which the LayerNorm's copy of x or a rounding pass
-// fills; hid16, the first feed-forward GEMM's bf16 output (rows x d_ff). written: the kernels
-// that make a GEMM's input write it in bf16 (CudaBf16Inputs::Written); else a pass rounds each.
-struct Bf16Inputs {
+// Where the GEMMs read their inputs in their own type (all null with fp32 and tf32). bf16: x16,
+// room for one GEMM input of the batch (rows x the widest layer input), which the LayerNorm's copy
+// of x or a rounding pass fills; hid16, the first feed-forward GEMM's bf16 output (rows x d_ff);
+// written: the kernels that make a GEMM's input write it in bf16 (CudaBf16Inputs::Written), else
+// a pass rounds each. int8: q, one GEMM input's rows quantized, with a scale a row in sx
+// (kernels/int8_rows.h).
+struct GemmInputs {
   uint16_t *x16 = nullptr, *hid16 = nullptr;
   bool written = false;
+  int8_t *q = nullptr;
+  float *sx = nullptr;
 };
+
+// The GEMM inputs' room, in one block: bf16, x16 then hid16 at cuBLASLt's alignment; int8, q then
+// sx; none for fp32 and tf32, whose GEMMs read X itself.
+size_t gemm_inputs_bytes(Precision p, size_t rows, const Config &c) {
+  switch (p) {
+  case Precision::Bf16:
+    return align256(rows * widest_input(c) * 2) + rows * size_t(c.d_ff) * 2;
+  case Precision::Int8:
+    return align256(rows * widest_input(c)) + rows * 4;
+  case Precision::Fp32:
+  case Precision::Tf32:
+    break;
+  }
+  return 0;
+}
+
+GemmInputs gemm_inputs(const DeviceBlock &m, Precision p, size_t rows, const Config &c,
+                       bool written) {
+  GemmInputs in;
+  char *base = static_cast<char *>(m.p);
+  if (p == Precision::Bf16) {
+    in.x16 = reinterpret_cast<uint16_t *>(base);
+    in.hid16 = reinterpret_cast<uint16_t *>(base + align256(rows * widest_input(c) * 2));
+    in.written = written;
+  }
+  if (p == Precision::Int8) {
+    in.q = reinterpret_cast<int8_t *>(base);
+    in.sx = reinterpret_cast<float *>(base + align256(rows * widest_input(c)));
+  }
+  return in;
+}
 
 // model/forward.h's ops on the GPU.
 class GpuOps {
 public:
+  // in: where the GEMMs read their inputs in bf16 or int8 (GemmInputs), where the weights are so.
   // positions: the rows are consecutive positions of one image (the Pre of model/prefill.h): the
   // embedding and the attention take them so; no steps, no graph.
   GpuOps(Gpu &gpu, const Config &c, const ModelView &w, const StepBuffers &b, bool use_graph,
-         Bf16Inputs bf16 = {}, bool positions = false)
-      : gpu_(gpu), c_(c), w_(w), b_(b), use_graph_(use_graph), bf16_(bf16), positions_(positions) {}
+         GemmInputs in = {}, bool positions = false)
+      : gpu_(gpu), c_(c), w_(w), b_(b), use_graph_(use_graph), in_(in), positions_(positions) {}
   ~GpuOps() { drop_graph(); }
   GpuOps(const GpuOps &) = delete;
   GpuOps &operator=(const GpuOps &) = delete;
@@ -356,27 +453,36 @@ public:
   // y = act(y + b), rounding as the CPU GEMM's epilogue.
   void linear(const LinearWeights &l, const float *x, float *y, int rows, Act act) {
     wrote(y);
+    if (l.precision == Precision::Int8) { // X's rows quantized, the exact int32 sums into y, then
+                                          // scaled to fp32 in place (kernels/int8_rows.h)
+      const Int8Linear w(l);
+      launch_quantize_rows_int8(x, rows, l.in, in_.q, in_.sx, gpu_.stream);
+      gpu_.gemm->run(w.q, nullptr, Act::None, in_.q, y, l.in, l.out, rows);
+      launch_finish_int8(reinterpret_cast<const int32_t *>(y), in_.sx, w.scale, l.b, rows, l.out,
+                         act, y, gpu_.stream);
+      return;
+    }
+    Gemm *gemm = gpu_.gemm_for(l.precision);
     if (l.precision == Precision::Bf16) { // the GEMM on bf16 operands
       const uint16_t *x16 = bf16_of(x, size_t(rows) * l.in);
-      const bool fused = gpu_.gemm->fuses(act);
-      if (fused && bf16_.written && y == b_.hid) { // hid's one reader: the next (bf16) GEMM
-        gpu_.gemm->run(l.w, l.b, act, x16, bf16_.hid16, l.in, l.out, rows, Gemm::Output::Bf16);
+      const bool fused = gemm->fuses(act);
+      if (fused && in_.written && y == b_.hid) { // hid's one reader: the next (bf16) GEMM
+        gemm->run(l.w, l.b, act, x16, in_.hid16, l.in, l.out, rows, Gemm::Output::Bf16);
         copies_.hid16 = y; // y itself is not written
         return;
       }
-      gpu_.gemm->run(l.w, fused ? l.b : nullptr, fused ? act : Act::None, x16, y, l.in, l.out,
-                     rows);
+      gemm->run(l.w, fused ? l.b : nullptr, fused ? act : Act::None, x16, y, l.in, l.out, rows);
       if (!fused)
         launch_bias_act(y, l.b, rows, l.out, act, gpu_.stream);
       return;
     }
-    if (gpu_.gemm && gpu_.gemm->fuses(act)) {
-      gpu_.gemm->run(l.w, l.b, act, x, y, l.in, l.out, rows);
+    if (gemm && gemm->fuses(act)) {
+      gemm->run(l.w, l.b, act, x, y, l.in, l.out, rows);
       return;
     }
     const float one = 1.0f, zero = 0.0f;
-    if (gpu_.gemm)
-      gpu_.gemm->run(l.w, nullptr, Act::None, x, y, l.in, l.out, rows);
+    if (gemm)
+      gemm->run(l.w, nullptr, Act::None, x, y, l.in, l.out, rows);
     else
       blas_check(cublasGemmEx(gpu_.blas, CUBLAS_OP_T, CUBLAS_OP_N, l.out, rows, l.in, &one, l.w,
                               CUDA_R_32F, l.in, x, CUDA_R_32F, l.in, &zero, y, CUDA_R_32F, l.out,
@@ -392,7 +498,7 @@ public:
   }
   void add_norm(float *x, const float *y, NormView n, int rows) {
     wrote(x);
-    uint16_t *x16 = bf16_.written ? bf16_.x16 : nullptr; // x's copy for the bf16 GEMM after it
+    uint16_t *x16 = in_.written ? in_.x16 : nullptr; // x's copy for the bf16 GEMM after it
     launch_residual_layernorm(x, y, n.w, n.b, rows, c_.d_model, gpu_.stream, x16);
     if (x16)
       copies_.x16 = x;
@@ -450,12 +556,12 @@ private:
   // The bf16 form of x (n elements) for a GEMM: its current copy, else rounded into x16 by a pass.
   const uint16_t *bf16_of(const float *x, size_t n) {
     if (copies_.hid16 == x)
-      return bf16_.hid16;
+      return in_.hid16;
     if (copies_.x16 != x) {
-      launch_round_bf16(x, bf16_.x16, n, gpu_.stream);
+      launch_round_bf16(x, in_.x16, n, gpu_.stream);
       copies_.x16 = x;
     }
-    return bf16_.x16;
+    return in_.x16;
   }
   // `p` is written in fp32: a bf16 copy of it is no longer current.
   void wrote(const float *p) {
@@ -518,7 +624,7 @@ private:
   const ModelView &w_;
   const StepBuffers &b_;
   bool use_graph_;
-  Bf16Inputs bf16_;
+  GemmInputs in_;
   struct {
     const float *x16 = nullptr, *hid16 = nullptr; // the fp32 buffer whose bf16 copy each holds
   } copies_;
@@ -544,17 +650,19 @@ public:
         weights_(m.weights, o.precision) {
     // every layer's GEMM algorithm chosen and checked at every batch size now, not at its first
     // call (gemm.h: Gemm::prepare)
-    if (gpu_.gemm)
-      for (const LayerView &l : weights_.view.layers) {
-        gpu_.gemm->prepare(l.qkv.in, l.qkv.out, Act::None);
-        gpu_.gemm->prepare(l.out.in, l.out.out, Act::None);
-        gpu_.gemm->prepare(l.ff1.in, l.ff1.out, m.config.activation);
-        if (o.precision == Precision::Bf16 && bf16_inputs_ == CudaBf16Inputs::Written)
-          gpu_.gemm->prepare(l.ff1.in, l.ff1.out, m.config.activation, Gemm::Output::Bf16);
-        gpu_.gemm->prepare(l.ff2.in, l.ff2.out, Act::None);
-      }
-    if (gpu_.gemm)
-      gpu_.gemm->prepare(weights_.view.predictor.in, weights_.view.predictor.out, Act::None);
+    auto prepare = [&](const LinearWeights &l, Act act, Gemm::Output y = Gemm::Output::Fp32) {
+      if (Gemm *g = gpu_.gemm_for(l.precision))
+        g->prepare(l.in, l.out, act, y);
+    };
+    for (const LayerView &l : weights_.view.layers) {
+      prepare(l.qkv, Act::None);
+      prepare(l.out, Act::None);
+      prepare(l.ff1, m.config.activation);
+      if (o.precision == Precision::Bf16 && bf16_inputs_ == CudaBf16Inputs::Written)
+        prepare(l.ff1, m.config.activation, Gemm::Output::Bf16);
+      prepare(l.ff2, Act::None);
+    }
+    prepare(weights_.view.predictor, Act::None);
   }
 
   std::string device() const override { return gpu_.name; }
@@ -574,26 +682,21 @@ public:
     const int batch = plan_batch(c, job.batch > 0 ? job.batch : options_.batch, job.count,
                                  free_memory(), gpu_.name, options_.state);
     DeviceBatch mem(c, batch, options_.state);
-    const bool bf16 = options_.precision == Precision::Bf16;
     // the known leading bytes as rows of one pass (model/prefill.h), as on the CPU; --no-prefill:
     // step by step (CudaPrefill.CompletionsAsStepByStep compares the two on a GPU)
     const bool prefill = options_.prefill;
     const int pre_rows = prefill ? std::min(kPrefillRows, c.positions()) : 0;
-    const size_t bf16_rows = bf16 ? size_t(std::max(batch, pre_rows)) : 0;
-    const size_t hid16_at = align256(bf16_rows * widest_input(c) * 2); // cuBLASLt's alignment
-    DeviceBlock x16(hid16_at + bf16_rows * size_t(c.d_ff) * 2, "bf16 GEMM inputs");
-    Bf16Inputs bf16_inputs;
-    if (bf16) {
-      bf16_inputs.x16 = static_cast<uint16_t *>(x16.p);
-      bf16_inputs.hid16 = reinterpret_cast<uint16_t *>(static_cast<char *>(x16.p) + hid16_at);
-      bf16_inputs.written = bf16_inputs_ == CudaBf16Inputs::Written;
-    }
-    GpuOps ops(gpu_, c, weights_.view, mem.b, graph_, bf16_inputs);
+    const size_t in_rows = size_t(std::max(batch, pre_rows));
+    DeviceBlock scratch(gemm_inputs_bytes(options_.precision, in_rows, c),
+                        std::string(name(options_.precision)) + " GEMM inputs");
+    const GemmInputs in = gemm_inputs(scratch, options_.precision, in_rows, c,
+                                      bf16_inputs_ == CudaBf16Inputs::Written);
+    GpuOps ops(gpu_, c, weights_.view, mem.b, graph_, in);
     std::unique_ptr<DeviceBatch> pre_mem;
     std::unique_ptr<GpuOps> pre;
     if (prefill) {
       pre_mem = std::make_unique<DeviceBatch>(c, pre_rows, options_.state, 1);
-      pre = std::make_unique<GpuOps>(gpu_, c, weights_.view, pre_mem->b, false, bf16_inputs, true);
+      pre = std::make_unique<GpuOps>(gpu_, c, weights_.view, pre_mem->b, false, in, true);
     }
     RunInfo info;
     info.device = gpu_.name;
@@ -656,8 +759,9 @@ CudaDecoder::CudaDecoder(const Model &m, int rows, Precision precision) {
   check_supported(m.config);
   if (rows < 1)
     throw Error("CudaDecoder: rows must be at least 1");
-  if (precision == Precision::Bf16)
-    throw Error("CudaDecoder: fp32 or tf32 (bf16 needs the GEMM inputs' scratch of a run)");
+  if (precision == Precision::Bf16 || precision == Precision::Int8)
+    throw Error(std::string("CudaDecoder: fp32 or tf32 (") + name(precision) +
+                " needs the GEMM inputs' scratch of a run)");
   impl_ = std::make_unique<Impl>(m, rows, precision);
 }
 

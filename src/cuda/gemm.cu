@@ -44,11 +44,12 @@ cudaDataType_t data_type(Gemm::Output y) {
 }
 
 // One matmul's description: compute type, W transposed, the epilogue; Y's type, with the bias
-// fp32 whatever Y is (cuBLASLt's default bias type is Y's).
+// fp32 whatever Y is (cuBLASLt's default bias type is Y's); int32 Y scales in int32.
 cublasLtMatmulDesc_t make_op(cublasComputeType_t compute, cublasLtEpilogue_t epilogue,
                              cudaDataType_t y) {
   cublasLtMatmulDesc_t op = nullptr;
-  lt_check(cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  lt_check(cublasLtMatmulDescCreate(&op, compute, y == CUDA_R_32I ? CUDA_R_32I : CUDA_R_32F),
+           "cublasLtMatmulDescCreate");
   try {
     const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
     const int32_t bias_type = CUDA_R_32F;
@@ -59,7 +60,7 @@ cublasLtMatmulDesc_t make_op(cublasComputeType_t compute, cublasLtEpilogue_t epi
     lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                             sizeof epilogue),
              "cublasLtMatmulDescSetAttribute");
-    if (y != CUDA_R_32F)
+    if (y == CUDA_R_16BF)
       lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                               sizeof bias_type),
                "cublasLtMatmulDescSetAttribute");
@@ -72,10 +73,19 @@ cublasLtMatmulDesc_t make_op(cublasComputeType_t compute, cublasLtEpilogue_t epi
 
 } // namespace
 
+cudaDataType_t Gemm::y_type(Output y) const {
+  return input_type_ == CUDA_R_8I ? CUDA_R_32I : data_type(y);
+}
+
 Gemm::Gemm(cudaStream_t stream, void *workspace, size_t workspace_bytes, Inputs inputs, bool fuse)
     : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes),
-      compute_(inputs == Inputs::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F),
-      input_type_(inputs == Inputs::Bf16 ? CUDA_R_16BF : CUDA_R_32F), fuse_(fuse) {
+      compute_(inputs == Inputs::Tf32   ? CUBLAS_COMPUTE_32F_FAST_TF32
+               : inputs == Inputs::Int8 ? CUBLAS_COMPUTE_32I
+                                        : CUBLAS_COMPUTE_32F),
+      input_type_(inputs == Inputs::Bf16   ? CUDA_R_16BF
+                  : inputs == Inputs::Int8 ? CUDA_R_8I
+                                           : CUDA_R_32F),
+      fuse_(fuse) {
   const cublasLtEpilogue_t epilogue[kEpilogues] = {
       CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_RELU_BIAS};
   try {
@@ -83,7 +93,7 @@ Gemm::Gemm(cudaStream_t stream, void *workspace, size_t workspace_bytes, Inputs 
     for (int y = 0; y < kOutputs; ++y)
       for (int e = 0; e < kEpilogues; ++e)
         if (Output(y) == Output::Fp32 || inputs == Inputs::Bf16)
-          op_[y][e] = make_op(compute_, epilogue[e], data_type(Output(y)));
+          op_[y][e] = make_op(compute_, epilogue[e], y_type(Output(y)));
   } catch (...) {
     release();
     throw;
@@ -117,7 +127,7 @@ int Gemm::candidates(Output y, Epilogue e, int in, int out, int rows,
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                        &no_reduction, sizeof no_reduction);
   int count = 0;
-  Layouts l(in, out, rows, input_type_, data_type(y));
+  Layouts l(in, out, rows, input_type_, y_type(y));
   const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt_, op_[int(y)][e], l.w, l.x, l.y, l.y,
                                                           pref, most, found, &count);
   cublasLtMatmulPreferenceDestroy(pref);
@@ -147,7 +157,7 @@ const cublasLtMatmulAlgo_t &Gemm::algo(Output y, Epilogue e, int in, int out, in
       cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof one);
       bool runs_everywhere = true;
       for (int r : kCheckRows) {
-        Layouts l(in, out, r, input_type_, data_type(y));
+        Layouts l(in, out, r, input_type_, y_type(y));
         cublasLtMatmulHeuristicResult_t check;
         if (cublasLtMatmulAlgoCheck(lt_, op_[int(y)][e], l.w, l.x, l.y, l.y, &a, &check) !=
                 CUBLAS_STATUS_SUCCESS ||
@@ -161,7 +171,10 @@ const cublasLtMatmulAlgo_t &Gemm::algo(Output y, Epilogue e, int in, int out, in
         stderr,
         "tarnn: cuBLASLt has no one algorithm for the %d x %d layer (%s) that runs at "
         "every batch size: each batch size gets its own, so images may depend on --batch\n",
-        in, out, input_type_ == CUDA_R_16BF ? "bf16" : "fp32");
+        in, out,
+        input_type_ == CUDA_R_16BF ? "bf16"
+        : input_type_ == CUDA_R_8I ? "int8"
+                                   : "fp32");
   }
   cublasLtMatmulHeuristicResult_t best;
   if (candidates(y, e, in, out, rows, &best, 1) == 0)
@@ -179,17 +192,20 @@ void Gemm::prepare(int in, int out, Act act, Output y_type) {
 }
 
 void Gemm::run(const void *w, const float *b, Act act, const void *x, void *y, int in, int out,
-               int rows, Output y_type) {
+               int rows, Output y_out) {
   const Epilogue e = !b || !fuses(act) ? Plain : act == Act::Relu ? ReluBias : Bias;
-  const cublasLtMatmulAlgo_t &a = algo(y_type, e, in, out, rows);
-  cublasLtMatmulDesc_t op = op_[int(y_type)][e];
+  const cublasLtMatmulAlgo_t &a = algo(y_out, e, in, out, rows);
+  cublasLtMatmulDesc_t op = op_[int(y_out)][e];
   if (e != Plain)
     lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b),
              "cublasLtMatmulDescSetAttribute");
-  Layouts l(in, out, rows, input_type_, data_type(y_type));
+  Layouts l(in, out, rows, input_type_, y_type(y_out));
   const float one = 1.0f, zero = 0.0f;
-  lt_check(cublasLtMatmul(lt_, op, &one, w, l.w, x, l.x, &zero, y, l.y, y, l.y, &a, workspace_,
-                          workspace_bytes_, stream_),
+  const int32_t int_one = 1, int_zero = 0; // alpha and beta in the scale type: int32 Y's
+  const bool ints = input_type_ == CUDA_R_8I;
+  lt_check(cublasLtMatmul(lt_, op, ints ? static_cast<const void *>(&int_one) : &one, w, l.w, x,
+                          l.x, ints ? static_cast<const void *>(&int_zero) : &zero, y, l.y, y, l.y,
+                          &a, workspace_, workspace_bytes_, stream_),
            "cublasLtMatmul");
 }
 

@@ -12,7 +12,10 @@
 // are summed in fp32 on tensor cores (CUBLAS_COMPUTE_32F); Y is fp32, or bf16 where the one
 // reader of Y is another bf16 GEMM (Output::Bf16: cuBLASLt rounds the epilogue's fp32 result to
 // nearest even, the rounding that GEMM's input would get from kernels/round_bf16.h but for
-// subnormals, which cuBLASLt keeps and bf16_bits flushes to zero).
+// subnormals, which cuBLASLt keeps and bf16_bits flushes to zero). With int8,
+// W and X are int8 (CUDA_R_8I, quantized by kernels/int8_rows.h's rule) and Y is their exact int32
+// sums (CUBLAS_COMPUTE_32I): any algorithm gives the same, and the scaling to fp32 is
+// kernels/int8_rows.h's own kernel, in the CPU's order (no epilogue here).
 #pragma once
 
 #include <cstdint>
@@ -27,8 +30,9 @@ namespace tarnn {
 
 class Gemm {
 public:
-  enum class Inputs { Fp32, Tf32, Bf16 };
-  enum class Output { Fp32, Bf16 }; // Y's type; Bf16 with Inputs::Bf16 only
+  enum class Inputs { Fp32, Tf32, Bf16, Int8 };
+  // Y's type: Bf16 with Inputs::Bf16 only; with Inputs::Int8, Fp32's place holds int32 sums
+  enum class Output { Fp32, Bf16 };
   // `workspace` (`workspace_bytes`) is the kernels' scratch: allocated up front, since nothing
   // may be allocated while a graph is captured. Tf32: TF32 tensor cores
   // (CUBLAS_COMPUTE_32F_FAST_TF32); Bf16: W and X in bfloat16, fp32 sums. fuse: bias and ReLU in
@@ -39,11 +43,13 @@ public:
   Gemm &operator=(const Gemm &) = delete;
 
   // Whether run() applies bias `b` and `act` itself; else the caller does.
-  bool fuses(Act act) const { return fuse_ && (act == Act::None || act == Act::Relu); }
+  bool fuses(Act act) const {
+    return fuse_ && input_type_ != CUDA_R_8I && (act == Act::None || act == Act::Relu);
+  }
 
   // Y [rows, out] = X [rows, in] W^T (+ b, then act, where b and fuses(act)); W [out, in] row-major
-  // (PyTorch's layout), b [out]. W and X are float, or uint16_t bfloat16 bits with Bf16; Y float,
-  // or bfloat16 bits with Output::Bf16.
+  // (PyTorch's layout), b [out]. W and X are float, or uint16_t bfloat16 bits with Bf16, or
+  // int8_t with Int8, when Y is int32_t; Y float, or bfloat16 bits with Output::Bf16.
   void run(const void *w, const float *b, Act act, const void *x, void *y, int in, int out,
            int rows, Output y_type = Output::Fp32);
 
@@ -61,6 +67,7 @@ private:
   int candidates(Output y, Epilogue e, int in, int out, int rows,
                  cublasLtMatmulHeuristicResult_t *found, int most);
   void release();
+  cudaDataType_t y_type(Output y) const; // Y's data type, and its scale type where int32
 
   cudaStream_t stream_;
   void *workspace_;

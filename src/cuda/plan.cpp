@@ -31,20 +31,22 @@ int64_t cuda_memory_reserve(int64_t free_bytes) {
 int plan_batch(const Config &c, int64_t requested, int64_t count, int64_t free_bytes,
                const std::string &device, StateFormat state) {
   if (requested < 0 || requested > kMaxBatch)
-    throw Error("--batch must be in [1, " + std::to_string(kMaxBatch) + "] (0 or none: as many " +
-                "as fit in GPU memory) (got " + std::to_string(requested) + ")");
+    throw Error({param("batch"), " must be in [1, " + std::to_string(kMaxBatch) +
+                                     "] (0 or none: as many as fit in GPU memory) (got " +
+                                     std::to_string(requested) + ")"});
   const int64_t budget = free_bytes - cuda_memory_reserve(free_bytes);
   auto fits = [&](int64_t rows) { return int64_t(batch_layout(c, rows, state).total) <= budget; };
   const int64_t want = std::max<int64_t>(1, count);
   if (requested > 0) {
     const int64_t rows = std::min(requested, want);
     if (!fits(rows))
-      throw Error("--batch " + std::to_string(rows) + " needs " +
-                  gb(double(batch_layout(c, rows, state).total)) + " of GPU memory (" +
-                  std::to_string(state_bytes_per_image(c, state)) + " bytes of state per image), " +
-                  "but " + device + " has " + gb(double(free_bytes)) + " free and " +
-                  gb(double(cuda_memory_reserve(free_bytes))) + " of it is kept spare; " +
-                  "omit --batch to take what fits");
+      throw Error({param("batch", std::to_string(rows)),
+                   " needs " + gb(double(batch_layout(c, rows, state).total)) + " of GPU memory (" +
+                       std::to_string(state_bytes_per_image(c, state)) +
+                       " bytes of state per image), but " + device + " has " +
+                       gb(double(free_bytes)) + " free and " +
+                       gb(double(cuda_memory_reserve(free_bytes))) + " of it is kept spare; omit ",
+                   param("batch"), " to take what fits"});
     return int(rows);
   }
   // As many as fit: the layout is affine in rows up to alignment, so estimate, then step down.

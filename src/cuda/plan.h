@@ -13,7 +13,7 @@ namespace tarnn {
 // What the CUDA backend's kernels run (known without loading the plugin): its GEMMs' precisions
 // (cuda_backend.cu: gemm_inputs) and state formats.
 inline const std::vector<Precision> kCudaPrecisions = {Precision::Fp32, Precision::Bf16,
-                                                       Precision::Tf32};
+                                                       Precision::Tf32, Precision::Int8};
 inline const std::vector<StateFormat> kCudaStates = {StateFormat::Fp32, StateFormat::Fp16};
 
 // A chunk goes through the prefill (model/prefill.h) when its images have at most this many

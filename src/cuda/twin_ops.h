@@ -3,7 +3,8 @@
 // fused multiply-add GEMM (kernels/gemm_ref.h), the bias added after it by bias_act as on the GPU.
 // It must reproduce the CPU backend to the bit, which the CPU tests check on machines without a
 // GPU; test_cuda checks each kernel against its twin where there is one. With bf16 the products
-// are the bf16 chain on inputs rounded by bf16_bits (round_bf16 and cuBLASLt's place).
+// are the bf16 chain on inputs rounded by bf16_bits (round_bf16 and cuBLASLt's place); with int8,
+// quantize_rows_int8's twin, the int32 sums (exact: cuBLASLt's any order) and finish_int8's twin.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "../../kernels/bias_act.h"
 #include "../../kernels/gemm_ref.h"
+#include "../../kernels/int8_rows.h"
 #include "../../kernels/linear_attention.h"
 #include "../model/host_ops.h"
 #include "../model/rollout.h"
@@ -32,8 +34,29 @@ struct TwinKernels : PlainNorm {
       break;
     case Precision::Tf32: // TF32's products round inside the tensor cores: no twin to the bit
       throw Error("the CUDA twin has no tf32 GEMM");
+    case Precision::Int8:
+      linear_int8(l, x, y, rows, act);
+      return;
     }
     bias_act_cpu(y, l.b, rows, l.out, act);
+  }
+
+  // launch_quantize_rows_int8, cuBLASLt's int32 sums into y, launch_finish_int8 in place; W
+  // quantized here as DeviceWeights does at load.
+  static void linear_int8(const LinearWeights &l, const float *x, float *y, int rows, Act act) {
+    std::vector<int8_t> qx(size_t(rows) * l.in), qw(size_t(l.out) * l.in);
+    std::vector<float> sx(static_cast<size_t>(rows)), sw(static_cast<size_t>(l.out));
+    quantize_rows_int8_cpu(x, rows, l.in, qx.data(), sx.data());
+    quantize_rows_int8_cpu(l.w_ref, l.out, l.in, qw.data(), sw.data());
+    int32_t *acc = reinterpret_cast<int32_t *>(y);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < l.out; ++j) {
+        int32_t sum = 0;
+        for (int k = 0; k < l.in; ++k)
+          sum += int32_t(qx[size_t(r) * l.in + k]) * int32_t(qw[size_t(j) * l.in + k]);
+        acc[size_t(r) * l.out + j] = sum;
+      }
+    finish_int8_cpu(acc, sx.data(), sw.data(), l.b, rows, l.out, act, y);
   }
 };
 
@@ -68,8 +91,9 @@ inline void run_twin(const Model &m, const Rollout &job, int batch, Precision pr
   const StepBuffers b = step_buffers(mem.data(), layout);
   const ModelView w = make_view(
       m.weights, [](const std::vector<float> &v) { return v.data(); },
-      [precision](const Linear &l) {
-        return LinearWeights{precision, l.out, l.in, l.w.data(), l.b.data(), l.w.data()};
+      [&m, precision](const Linear &l) {
+        const Precision p = &l == &m.weights.predictor ? head_precision(precision) : precision;
+        return LinearWeights{p, l.out, l.in, l.w.data(), l.b.data(), l.w.data()};
       });
   TwinOps ops(c, w, b);
   const BatchLayout pre_layout = batch_layout(c, std::min(kPrefillRows, c.positions()), state, 1);

@@ -33,14 +33,14 @@ std::string upper(std::string s) {
   return s;
 }
 
-// "--precision tf32 runs on cuda only (...); the CPU has fp32 and bf16"
-std::string lacking(const char *flag, const std::string &value, const std::string &why,
-                    std::vector<Device> where, Device d, const std::string &it_has) {
+// "precision tf32 runs on cuda only (...); the CPU has fp32, bf16 and int8"
+Message lacking(const char *field, const std::string &value, const std::string &why,
+                std::vector<Device> where, Device d, const std::string &it_has) {
   std::string on;
   for (Device e : where)
     on += (on.empty() ? "" : ", ") + std::string(name(e));
-  return std::string(flag) + " " + value + " runs on " + on + " only" +
-         (why.empty() ? "" : " (" + why + ")") + "; the " + upper(name(d)) + " has " + it_has;
+  return {param(field, value), " runs on " + on + " only" + (why.empty() ? "" : " (" + why + ")") +
+                                   "; the " + upper(name(d)) + " has " + it_has};
 }
 
 // The environment's engine switches (docs/ENVIRONMENT.md), CUDA's paths for comparisons:
@@ -72,14 +72,15 @@ void check_knobs(const Knobs &knobs) {
 // linear state --state describes; fp32 is the default, so a run that leaves --state out passes).
 void check_softmax_options(const RunOptions &o, const BackendRow &device) {
   if (!has(device.forms, AttentionForm::Softmax))
-    throw Error("--device " + std::string(name(o.device)) +
-                " runs linear attention only, and this model's config.json says attention "
-                "\"softmax\": run it with --device " +
-                devices_with(AttentionForm::Softmax) + " (a KV cache)");
+    throw Error({param("device", name(o.device)),
+                 " runs linear attention only, and this model's config.json says attention "
+                 "\"softmax\": run it with ",
+                 param("device", devices_with(AttentionForm::Softmax)), " (a KV cache)"});
   if (o.state != StateFormat::Fp32)
-    throw Error(std::string("--state ") + name(o.state) +
-                " stores linear attention's state S; this model's attention is softmax, whose "
-                "KV cache is fp32: leave --state out (or --state fp32)");
+    throw Error({param("state", name(o.state)),
+                 " stores linear attention's state S; this model's attention is softmax, whose "
+                 "KV cache is fp32: leave ",
+                 param("state"), " out (or ", param("state", "fp32"), ")"});
 }
 
 } // namespace
@@ -87,11 +88,13 @@ void check_softmax_options(const RunOptions &o, const BackendRow &device) {
 void check_run_options(const RunOptions &o) {
   const BackendRow &device = backend_entry(o.device);
   if (o.batch < 0 || o.batch > kMaxBatch)
-    throw Error("--batch must be in [0, " + std::to_string(kMaxBatch) +
-                "] (0: the device's default) (got " + std::to_string(o.batch) + ")");
+    throw Error({param("batch"), " must be in [0, " + std::to_string(kMaxBatch) +
+                                     "] (0: the device's default) (got " + std::to_string(o.batch) +
+                                     ")"});
   if (o.threads < 0 || o.threads > kMaxThreads)
-    throw Error("--threads must be in [0, " + std::to_string(kMaxThreads) +
-                "] (0: every core) (got " + std::to_string(o.threads) + ")");
+    throw Error({param("threads"), " must be in [0, " + std::to_string(kMaxThreads) +
+                                       "] (0: every core) (got " + std::to_string(o.threads) +
+                                       ")"});
   if (!has(device.precisions, o.precision)) {
     std::vector<Device> where;
     for (Device d : all_devices())
@@ -102,16 +105,16 @@ void check_run_options(const RunOptions &o) {
       if (r.precision == o.precision)
         why = r.why;
     throw Error(
-        lacking("--precision", name(o.precision), why, where, o.device, names(device.precisions)));
+        lacking("precision", name(o.precision), why, where, o.device, names(device.precisions)));
   }
   if (const char *why = refusal(o.state))
-    throw Error(std::string("--state ") + name(o.state) + ": refused: " + why);
+    throw Error({param("state", name(o.state)), std::string(": refused: ") + why});
   if (!has(device.states, o.state)) {
     std::vector<Device> where;
     for (Device d : all_devices())
       if (has(backend_entry(d).states, o.state))
         where.push_back(d);
-    throw Error(lacking("--state", name(o.state), "", where, o.device, names(device.states)));
+    throw Error(lacking("state", name(o.state), "", where, o.device, names(device.states)));
   }
 }
 
@@ -121,11 +124,12 @@ float sampling_temperature(double t) {
     return f;
   char got[64];
   std::snprintf(got, sizeof got, "%.9g", t);
-  throw Error(std::string("--temperature must be a finite number above 0 (got ") + got +
-              (std::isfinite(t) && t > 0
-                   ? ", which is " + std::string(f > 0 ? "infinite" : "0") + " as a float"
-                   : std::string()) +
-              ")");
+  throw Error({param("temperature"),
+               std::string(" must be a finite number above 0 (got ") + got +
+                   (std::isfinite(t) && t > 0
+                        ? ", which is " + std::string(f > 0 ? "infinite" : "0") + " as a float"
+                        : std::string()) +
+                   ")"});
 }
 
 RunOptions resolve_run_options(const Config &c, RunOptions o) {
@@ -141,16 +145,18 @@ RunOptions resolve_run_options(const Config &c, RunOptions o) {
     o.threads_from = "--threads";
   }
   if (const int most = state_max_positions(o.state); most > 0 && c.positions() > most)
-    throw Error(std::string("--state ") + name(o.state) + " is measured up to " +
-                std::to_string(most) + " positions (docs/STATE.md), this model has " +
-                std::to_string(c.positions()) + ": use --state fp32");
+    throw Error({param("state", name(o.state)),
+                 " is measured up to " + std::to_string(most) +
+                     " positions (docs/STATE.md), this model has " + std::to_string(c.positions()) +
+                     ": use ",
+                 param("state", "fp32")});
   if (o.batch == 0)
     o.batch = device.default_batch; // 0 stays 0: as many as fit, known when a job runs
   if (device.host_state)
     check_memory(double(o.batch) * double(memory_bytes_per_image(c, o.state)),
-                 "--batch " + std::to_string(o.batch) +
-                     (keeps_kv_cache(c) ? " (the KV cache of every image, at the last position)"
-                                        : " (the state S and z of every image)"));
+                 {param("batch", std::to_string(o.batch)),
+                  keeps_kv_cache(c) ? " (the KV cache of every image, at the last position)"
+                                    : " (the state S and z of every image)"});
   return o;
 }
 
@@ -159,7 +165,7 @@ Engine::Engine(Model model, const RunOptions &options)
 
 struct Engine::Notes {
   std::mutex mutex;
-  std::vector<std::string> said;
+  std::vector<Message> said;
 };
 
 Engine::Engine(Model model, const RunOptions &options, const Knobs &knobs)
@@ -169,7 +175,7 @@ Engine::Engine(Model model, const RunOptions &options, const Knobs &knobs)
   backend_ = make_backend(backend_entry(options_.device), *model_, options_, knobs);
 }
 
-std::vector<std::string> Engine::warnings() const {
+std::vector<Message> Engine::warnings() const {
   std::lock_guard<std::mutex> lock(notes_->mutex);
   return notes_->said;
 }
@@ -243,13 +249,15 @@ void check_log_probs(Backend &backend, const Rollout &job, const double *log_pro
       where = " at position " + std::to_string(bad - 1);
     }
     // what would help: a narrower state has a way out; fp32 is the widest range the engine has
-    const std::string help =
-        o.state != StateFormat::Fp32
-            ? std::string("try --state fp32 (--state ") + name(o.state) + " overflowed)"
-            : "the state and the GEMMs were " + std::string(name(o.precision)) +
-                  ", whose range is fp32's: check the model's weights";
-    throw Error("image " + std::to_string(i) + ": the model's outputs overflowed" + where +
-                " (non-finite mixture parameters): nothing of it is a result; " + help);
+    Message m("image " + std::to_string(i) + ": the model's outputs overflowed" + where +
+              " (non-finite mixture parameters): nothing of it is a result; ");
+    if (o.state != StateFormat::Fp32)
+      m.append(
+          {"try ", param("state", "fp32"), " (", param("state", name(o.state)), " overflowed)"});
+    else
+      m += "the state and the GEMMs were " + std::string(name(o.precision)) +
+           ", whose range is fp32's: check the model's weights";
+    throw Error(m);
   }
 }
 
@@ -293,16 +301,16 @@ void Engine::note_state_range(const RunInfo &info) {
   if (options_.state != StateFormat::Fp16 || !(info.largest_state > kMeasured))
     return;
   std::lock_guard<std::mutex> lock(notes_->mutex);
-  for (const std::string &w : notes_->said)
-    if (w.rfind("--state fp16:", 0) == 0)
+  for (const Message &w : notes_->said)
+    if (w.text().rfind("state fp16:", 0) == 0)
       return;
   char text[400];
   std::snprintf(text, sizeof text,
-                "--state fp16: this model's state reached |S| = %.3g, beyond the %.0f its fp16 "
-                "storage was measured for (docs/STATE.md): its rounding may move these results; "
-                "--state fp32 gives the reference",
+                ": this model's state reached |S| = %.3g, beyond the %.0f its fp16 storage was "
+                "measured for (docs/STATE.md): its rounding may move these results; ",
                 double(info.largest_state), double(kMeasured));
-  notes_->said.push_back(text);
+  notes_->said.push_back(
+      {param("state", "fp16"), text, param("state", "fp32"), " gives the reference"});
 }
 
 } // namespace tarnn

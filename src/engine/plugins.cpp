@@ -97,10 +97,12 @@ bool plugin_built(const std::string &name) {
 #endif
 }
 
-const BackendPlugin &backend_plugin(const std::string &name, const std::string &flag) {
+const BackendPlugin &backend_plugin(const std::string &name) {
   if (!plugin_built(name))
-    throw Error(flag + " is not available in this build (its backend, " + file_of(name) +
-                ", was not built: its compiler was not found or its option was OFF)");
+    throw Error({param("device", name), " is not available in this build (its backend, " +
+                                            file_of(name) +
+                                            ", was not built: its compiler was not found or its "
+                                            "option was OFF)"});
   static std::mutex mutex;
   static std::map<std::string, Loaded> loaded; // each plugin tried once
   std::lock_guard<std::mutex> lock(mutex);
@@ -108,8 +110,9 @@ const BackendPlugin &backend_plugin(const std::string &name, const std::string &
   if (first)
     it->second.api = load(name, it->second.why);
   if (!it->second.api)
-    throw Error(flag + ": the " + name + " backend cannot be loaded: " + it->second.why,
-                Error::Kind::Runtime);
+    throw Error(
+        {param("device", name), ": the " + name + " backend cannot be loaded: " + it->second.why},
+        Error::Kind::Runtime);
   return *it->second.api;
 }
 

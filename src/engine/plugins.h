@@ -13,8 +13,8 @@ namespace tarnn {
 bool plugin_built(const std::string &name);
 
 // The plugin `name`, loaded once; Error when this build has none of that name or it cannot be
-// loaded (not found, another build's, another device's). `flag` names the option that asked for
-// it in messages ("--device cuda").
-const BackendPlugin &backend_plugin(const std::string &name, const std::string &flag);
+// loaded (not found, another build's, another device's), naming the field "device" (the option
+// that asked for it: the command's "--device cuda").
+const BackendPlugin &backend_plugin(const std::string &name);
 
 } // namespace tarnn

@@ -25,7 +25,7 @@ std::unique_ptr<Backend> make_backend(const BackendRow &row, const Model &m, con
                                       const Knobs &k) {
   if (row.make)
     return row.make(m, o, k);
-  return backend_plugin(row.name, std::string("--device ") + row.name).make_backend(m, o, k);
+  return backend_plugin(row.name).make_backend(m, o, k);
 }
 
 namespace {
@@ -62,7 +62,7 @@ Device parse_device(const std::string &s) {
     if (built(*r))
       listed += (listed.empty() ? "" : ", ") + std::string(r->name);
   }
-  throw Error("--device " + s + " is not available in this build (" + listed + ")");
+  throw Error({param("device", s), " is not available in this build (" + listed + ")"});
 }
 
 std::string device_help() {
@@ -91,7 +91,7 @@ std::string device_here(Device d) {
   const BackendRow &r = backend_entry(d);
   if (r.make) // in the library: this machine
     return r.what;
-  return backend_plugin(r.name, std::string("--device ") + r.name).device();
+  return backend_plugin(r.name).device();
 }
 
 } // namespace tarnn

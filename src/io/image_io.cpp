@@ -132,18 +132,19 @@ int grid_columns(int64_t count) {
 
 int64_t check_grid(int64_t count, int height, int width, int channels, int cols, int pad) {
   if (count > kMaxGridImages)
-    throw Error("a grid of " + std::to_string(count) + " images is over the " +
-                std::to_string(kMaxGridImages) + " a grid holds: write one PNG per image " +
-                "(--out-dir) instead");
+    throw Error({"a grid of " + std::to_string(count) + " images is over the " +
+                     std::to_string(kMaxGridImages) + " a grid holds: write one PNG per image (",
+                 param("out_dir"), ") instead"});
   cols = std::max(1, int(std::min<int64_t>(cols, count)));
   const int64_t rows = (count + cols - 1) / cols;
   const int64_t bytes =
       (rows * height + (rows + 1) * pad) * (int64_t(cols) * width + (cols + 1) * pad) * channels;
   if (bytes > kMaxGridBytes)
-    throw Error("a grid of " + std::to_string(count) + " images of " + std::to_string(height) +
-                "x" + std::to_string(width) + " is " + std::to_string(bytes / 1000000) +
-                " MB, over the " + std::to_string(kMaxGridBytes / 1000000) +
-                " MB a grid PNG holds: write one PNG per image (--out-dir) instead");
+    throw Error({"a grid of " + std::to_string(count) + " images of " + std::to_string(height) +
+                     "x" + std::to_string(width) + " is " + std::to_string(bytes / 1000000) +
+                     " MB, over the " + std::to_string(kMaxGridBytes / 1000000) +
+                     " MB a grid PNG holds: write one PNG per image (",
+                 param("out_dir"), ") instead"});
   return bytes;
 }
 

@@ -13,8 +13,8 @@ namespace {
 
 int64_t parse_index(const std::string &s, const std::string &token) {
   if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos)
-    throw Error("--index: '" + token +
-                "' is not an index or a range (examples: 3, 0-15, 0,5,9-12)");
+    throw Error({param("index"),
+                 ": '" + token + "' is not an index or a range (examples: 3, 0-15, 0,5,9-12)"});
   return std::stoll(s);
 }
 
@@ -22,7 +22,7 @@ int64_t parse_index(const std::string &s, const std::string &token) {
 // the token), a range checked to run forwards.
 template <class F> void for_each_range(const std::string &spec, F f) {
   if (spec.empty())
-    throw Error("--index is empty (examples: 3, 0-15, 0,5,9-12)");
+    throw Error({param("index"), " is empty (examples: 3, 0-15, 0,5,9-12)"});
   for (size_t at = 0;;) {
     const size_t comma = spec.find(',', at);
     const std::string token = spec.substr(at, comma == std::string::npos ? comma : comma - at);
@@ -31,7 +31,7 @@ template <class F> void for_each_range(const std::string &spec, F f) {
     const int64_t last =
         dash == std::string::npos ? first : parse_index(token.substr(dash + 1), token);
     if (last < first)
-      throw Error("--index: range '" + token + "' runs backwards");
+      throw Error({param("index"), ": range '" + token + "' runs backwards"});
     f(first, last);
     if (comma == std::string::npos)
       break;
@@ -54,12 +54,13 @@ std::vector<int64_t> parse_index_list(const std::string &spec, int64_t count) {
   std::set<int64_t> seen;
   for_each_range(spec, [&](int64_t first, int64_t last) {
     if (last >= count) // checked before expanding, so a huge range costs nothing
-      throw Error("--index: image " + std::to_string(last) + " is out of range: the file holds " +
-                  std::to_string(count) + (count == 1 ? " image (index 0)" : " images (0-") +
-                  (count == 1 ? "" : std::to_string(count - 1) + ")"));
+      throw Error({param("index"), ": image " + std::to_string(last) +
+                                       " is out of range: the file holds " + std::to_string(count) +
+                                       (count == 1 ? " image (index 0)" : " images (0-") +
+                                       (count == 1 ? "" : std::to_string(count - 1) + ")")});
     for (int64_t i = first; i <= last; ++i) {
       if (!seen.insert(i).second)
-        throw Error("--index: image " + std::to_string(i) + " is chosen twice");
+        throw Error({param("index"), ": image " + std::to_string(i) + " is chosen twice"});
       out.push_back(i);
     }
   });
@@ -80,18 +81,21 @@ ImageSet complete_images(Engine &engine, const ImageSet &images, const std::vect
                 std::to_string(T) + " and all " + std::to_string(images.count) + " have " +
                 std::to_string(size_t(images.count) * T));
   if (samples < 1 || samples > kMaxSamples)
-    throw Error("--samples must be in [1, " + std::to_string(kMaxSamples) + "] (got " +
-                std::to_string(samples) + ")");
+    throw Error({param("samples"), " must be in [1, " + std::to_string(kMaxSamples) + "] (got " +
+                                       std::to_string(samples) + ")"});
   if (n * samples > kMaxCompletions)
-    throw Error(std::to_string(n) + " images x " + std::to_string(samples) + " samples is over " +
-                std::to_string(kMaxCompletions) + " completions: split the job with --index");
+    throw Error({std::to_string(n) + " images x " + std::to_string(samples) + " samples is over " +
+                     std::to_string(kMaxCompletions) + " completions: split the job with ",
+                 param("index")});
   for (int64_t i : index) {
     if (i < 0 || i >= images.count)
       throw Error("image index " + std::to_string(i) + " is outside the file");
     try { // each image's mask leaves something to complete (Python's used to come back whole)
       check_leaves_work(known.data() + (per_image ? size_t(i) * T : 0), T);
     } catch (const Error &e) {
-      throw Error(per_image ? "image " + std::to_string(i) + ": " + e.what() : e.what());
+      Message m(per_image ? "image " + std::to_string(i) + ": " : "");
+      m.append(e.message());
+      throw Error(m);
     }
   }
   check_memory(3.0 * double(n * K) * double(T) + engine.host_state_bytes(n * K),

@@ -9,11 +9,11 @@ namespace tarnn {
 ImageSet sample_images(Engine &engine, int64_t n, uint64_t seed, int64_t first,
                        const Progress &progress, int64_t batch, float temperature) {
   if (n < 1 || n > kMaxSampleImages)
-    throw Error("-n must be in [1, " + std::to_string(kMaxSampleImages) + "] (got " +
-                std::to_string(n) + ")");
+    throw Error({param("n"), " must be in [1, " + std::to_string(kMaxSampleImages) + "] (got " +
+                                 std::to_string(n) + ")"});
   if (first < 0 || first > INT64_MAX - n)
-    throw Error("--first must be in [0, " + std::to_string(INT64_MAX - n) + "] for -n " +
-                std::to_string(n) + " (got " + std::to_string(first) + ")");
+    throw Error({param("first"), " must be in [0, " + std::to_string(INT64_MAX - n) + "] for ",
+                 param("n", std::to_string(n)), " (got " + std::to_string(first) + ")"});
   const Config &c = engine.config();
   check_memory(double(n) * c.bytes_per_image() + engine.host_state_bytes(n),
                "sampling " + std::to_string(n) + " images (the images and the state)");
@@ -46,8 +46,12 @@ std::vector<double> score_images(Engine &engine, const ImageSet &images, const P
   engine.run(job, progress);
   std::vector<double> bpd(log_prob.size());
   for (size_t i = 0; i < bpd.size(); ++i) // finite and >= 0: Engine::run refuses anything else
-    bpd[i] = -log_prob[i] / (c.positions() * std::log(2.0));
+    bpd[i] = bits_per_dim(log_prob[i], c);
   return bpd;
+}
+
+double bits_per_dim(double log_prob, const Config &c) {
+  return -log_prob / (c.positions() * std::log(2.0));
 }
 
 } // namespace tarnn

@@ -20,6 +20,7 @@ template <class E> struct Row {
 constexpr Row<Precision> kPrecisions[] = {
     {Precision::Fp32, "fp32", "fp32", "exact reference"},
     {Precision::Bf16, "bf16", "bf16", "bfloat16 inputs, fp32 sums"},
+    {Precision::Int8, "int8", "int8", "int8 weights and inputs, int32 sums"},
     {Precision::Tf32, "tf32", "or tf32 on cuda", "cuda"}};
 // bf16's kernels run (the study of docs/STATE.md measures it), but the engine refuses it: with 8
 // bits of mantissa a running sum loses the increments of later positions.
@@ -86,6 +87,18 @@ template <class E, size_t N> std::string listed(const Row<E> (&rows)[N]) {
 const char *name(Precision p) { return name_in(kPrecisions, p); }
 const char *name(StateFormat s) { return name_in(kStates, s); }
 
+Precision head_precision(Precision p) {
+  switch (p) {
+  case Precision::Int8:
+    return Precision::Fp32;
+  case Precision::Fp32:
+  case Precision::Bf16:
+  case Precision::Tf32:
+    break;
+  }
+  return p;
+}
+
 const char *describe(Precision p) { return what_in(kPrecisions, p); }
 const char *describe(StateFormat s) { return what_in(kStates, s); }
 std::string precision_help() { return help_of(kPrecisions); }
@@ -110,23 +123,31 @@ std::vector<StateFormat> all_state_formats() { return values_in(kStates); }
 Precision parse_precision(const std::string &s) {
   if (const auto *r = find_in(kPrecisions, s))
     return r->value;
-  throw Error("--precision " + s + ": not a precision (" + listed(kPrecisions) + ")");
+  throw Error({param("precision", s), ": not a precision (" + listed(kPrecisions) + ")"});
 }
 
 StateFormat parse_state_format(const std::string &s) {
   if (const auto *r = find_in(kStates, s)) {
     if (r->refused)
-      throw Error("--state " + s + ": refused: " + r->refused);
+      throw Error({param("state", s), std::string(": refused: ") + r->refused});
     return r->value;
   }
-  throw Error("--state " + s + ": not a state format (" + listed(kStates) + ")");
+  throw Error({param("state", s), ": not a state format (" + listed(kStates) + ")"});
 }
 
 int64_t state_bytes_per_image(const Config &c, StateFormat s) {
   return int64_t(c.n_layers) * c.n_heads * int64_t(state_block_bytes(c.features(), c.d_head, s));
 }
 
-bool keeps_kv_cache(const Config &c) { return c.attention == "softmax"; }
+bool keeps_kv_cache(const Config &c) {
+  switch (c.attention) {
+  case Attention::Linear:
+    return false;
+  case Attention::Softmax:
+    return true;
+  }
+  return false;
+}
 
 int64_t kv_cache_bytes_per_image(const Config &c) {
   return 2 * int64_t(c.positions()) * c.n_layers * c.d_attn() * 4;

@@ -53,13 +53,14 @@ template <class Ops> float largest_fp16_state(Ops &ops, const Config &c, int n, 
   return 0.0f;
 }
 
-// A chunk's images [image0, image0 + n) made ready: state and log-likelihoods zeroed, the given
-// bytes, the mask, p_0 and the RNG keys uploaded; returns the steps' parameters.
+// A chunk's start: n images from image0, their state and log-likelihoods zeroed, their given
+// bytes and mask uploaded, p_0 of each in `p0` and uploaded (given, or 0: the black corner), and
+// each image's RNG key where the job gives them. The chunk's StepParams, keys set.
 template <class Ops>
-StepParams start_chunk(Ops &ops, const Config &c, const Rollout &job, int64_t image0, int n,
+StepParams start_chunk(Ops &ops, const Rollout &job, int64_t image0, int n, int T,
                        std::vector<uint8_t> &p0, std::vector<DrawKey> &keys) {
   const StepBuffers &b = ops.buffers();
-  const size_t T = size_t(c.bytes_per_image()), first = size_t(image0) * T, bytes = size_t(n) * T;
+  const size_t first = size_t(image0) * T, bytes = size_t(n) * T;
   ops.zero(b.state, size_t(n) * b.state_row_bytes);
   ops.zero(b.log_prob, size_t(n) * 8);
   StepParams p;
@@ -72,7 +73,7 @@ StepParams start_chunk(Ops &ops, const Config &c, const Rollout &job, int64_t im
     ops.upload(b.given, job.given + first, bytes);
   if (p.has_known)
     ops.upload(b.known, job.known + first, bytes);
-  for (int r = 0; r < n; ++r) { // p_0: given, or 0 (black corner)
+  for (int r = 0; r < n; ++r) {
     const size_t at = first + size_t(r) * T;
     p0[r] = p.has_given && (!p.has_known || job.known[at]) ? job.given[at] : 0;
   }
@@ -103,7 +104,7 @@ float rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hoo
   for (int64_t image0 = 0; image0 < job.count; image0 += b.rows) {
     const int n = int(std::min<int64_t>(b.rows, job.count - image0));
     const size_t first = size_t(image0) * T;
-    StepParams p = start_chunk(ops, c, job, image0, n, p0, keys);
+    StepParams p = start_chunk(ops, job, image0, n, T, p0, keys);
     int t = 0, shown = 0; // positions done; columns 1..shown of job.out written
     // Columns shown+1 .. t of the chunk's images into job.out (column 0 too, the first time)
     auto show = [&] {

@@ -1,16 +1,15 @@
 // import tarnn: the library in Python, numpy arrays in and out (docs/PYTHON.md). A thin layer over
 // include/tarnn, as the command is: arguments checked, the GIL released while the engine runs,
 // Ctrl-C checked between steps, and the library's errors as Python's exceptions.
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <optional>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <set>
 
 #include "../base/util.h"
 #include "tarnn/tarnn.h"
@@ -22,46 +21,17 @@ namespace {
 
 struct Interrupted {}; // Ctrl-C seen between steps: thrown through the engine, which stops
 
-// The library's messages name the command's flags; here they name Model's and the methods'
-// parameters: "--device tpu is not available" -> "device='tpu' is not available", "--batch 9"
-// -> "batch=9", "--samples must be" -> "samples must be". Flags without a parameter stay.
-std::string python_names(const std::string &message) {
-  static const std::map<std::string, std::string> quoted = {
-      {"--device", "device"}, {"--precision", "precision"}, {"--state", "state"}};
-  static const std::map<std::string, std::string> plain = {
-      {"--batch", "batch"},     {"--threads", "threads"},
-      {"--samples", "samples"}, {"--seed", "seed"},
-      {"--first", "first"},     {"-n", "n"},
-      {"--model", "path"},      {"--temperature", "temperature"}};
-  std::string out;
-  size_t i = 0;
-  while (i < message.size()) {
-    const bool word_start = i == 0 || message[i - 1] == ' ' || message[i - 1] == '(';
-    size_t end = i;
-    while (end < message.size() && (message[end] == '-' || std::isalnum(uint8_t(message[end]))))
-      ++end;
-    const std::string flag = message.substr(i, end - i);
-    const bool is_quoted = quoted.count(flag) != 0, is_plain = plain.count(flag) != 0;
-    if (!word_start || !(is_quoted || is_plain)) {
-      out += message[i++];
-      continue;
-    }
-    out += is_quoted ? quoted.at(flag) : plain.at(flag);
-    size_t v = end + 1, v_end = v; // the value after the flag, where there is one
-    while (v_end < message.size() && message[v_end] != ' ' && message[v_end] != ':' &&
-           message[v_end] != ',' && message[v_end] != ')')
-      ++v_end;
-    const std::string value =
-        end < message.size() && message[end] == ' ' ? message.substr(v, v_end - v) : std::string();
-    const bool number =
-        !value.empty() && value.find_first_not_of("-0123456789") == std::string::npos;
-    if (is_quoted && !value.empty())
-      out += "='" + value + "'", end = v_end;
-    else if (is_plain && number)
-      out += "=" + value, end = v_end;
-    i = end;
-  }
-  return out;
+// The library's words (error.h) in Python's: each field as Model's or a method's keyword
+// argument, with its value as Python writes it: "device='tpu'", "batch=9", "samples".
+std::string keyword(const Message::Field &f) {
+  static const std::set<std::string> strings = {"device", "precision", "state"};
+  const std::string name = f.name == "model" ? "path" : f.name;
+  if (f.value.empty())
+    return name;
+  if (strings.count(f.name) != 0)
+    return name + "='" + f.value + "'";
+  const bool number = f.value.find_first_not_of("-0123456789") == std::string::npos;
+  return name + (number ? "=" : " ") + f.value;
 }
 
 // ValueError for bad arguments and contents, OSError for files, RuntimeError for the machine.
@@ -73,7 +43,7 @@ void translate(std::exception_ptr p) {
     PyObject *type = e.kind() == Error::Kind::File      ? PyExc_OSError
                      : e.kind() == Error::Kind::Runtime ? PyExc_RuntimeError
                                                         : PyExc_ValueError;
-    PyErr_SetString(type, python_names(e.what()).c_str());
+    PyErr_SetString(type, e.said(keyword).c_str());
   } catch (const Interrupted &) {
     PyErr_SetNone(PyExc_KeyboardInterrupt);
   }
@@ -371,9 +341,9 @@ public:
 private:
   // The engine's warnings not yet given (Engine::warnings: once each), as RuntimeWarnings.
   void warn_new() {
-    const std::vector<std::string> all = engine_.warnings();
+    const std::vector<Message> all = engine_.warnings();
     for (; warned_ < all.size(); ++warned_)
-      if (PyErr_WarnEx(PyExc_RuntimeWarning, python_names(all[warned_]).c_str(), 1) != 0)
+      if (PyErr_WarnEx(PyExc_RuntimeWarning, all[warned_].said(keyword).c_str(), 1) != 0)
         throw py::error_already_set(); // warnings made errors
   }
 
@@ -428,32 +398,66 @@ private:
   size_t warned_ = 0;
 };
 
-} // namespace
+// grid(images, nrow=None, ...): the images tiled as torchvision's make_grid, then scaled.
+py::array_t<uint8_t> grid_array(py::object images, std::optional<int> nrow, int padding,
+                                int pad_value, std::optional<int> scale, std::optional<int> cols) {
+  const auto arr = uint8_of(images, "images");
+  const std::string shape = py::str(py::tuple(py::cast(arr.request().shape)));
+  if (arr.ndim() != 4 && arr.ndim() != 3)
+    bad("images must have shape (n, H, W) or (n, H, W, C), not " + shape);
+  const int C = arr.ndim() == 4 ? int(arr.shape(3)) : 1;
+  if (C > 4) // (n, C, H, W) read as channels last would be C = W: garbage
+    bad("images of shape " + shape + " would have " + std::to_string(C) +
+        " channels: grid takes channels last, (n, H, W) or (n, H, W, C) with C 1 to 4 "
+        "(NHWC); for channels first (NCHW, PyTorch's), pass images.transpose(0, 2, 3, 1)");
+  if (nrow && cols)
+    bad("give nrow or cols (its older name), not both");
+  // None, not the command's 0, asks for the automatic choice
+  const int k = nrow.value_or(cols.value_or(1)), z = scale.value_or(1);
+  if (k < 1 || k > kMaxGridImages)
+    bad("nrow must be in [1, " + std::to_string(kMaxGridImages) + "] (got " + std::to_string(k) +
+        "; None: a square-ish grid)");
+  if (z < 1 || z > kMaxGridScale)
+    bad("scale must be in [1, " + std::to_string(kMaxGridScale) + "] (got " + std::to_string(z) +
+        "; None: whole pixels toward 600)");
+  const GridLayout layout{nrow.value_or(cols.value_or(0)), padding, pad_value, scale.value_or(0)};
+  ImageSet s{arr.shape(0), int(arr.shape(1)), int(arr.shape(2)), C, {}};
+  s.bytes.assign(arr.data(), arr.data() + arr.size());
+  const ImageSet g = draw_grid(s, layout);
+  return to_array(g, {g.height, g.width, g.channels});
+}
 
-PYBIND11_MODULE(tarnn, m) {
-  m.doc() = "tarnn: autoregressive linear transformers run as RNNs (Katharopoulos et al., 2020). "
-            "Load a model folder (config.json + model.safetensors) and sample, score and complete "
-            "images as numpy arrays. See docs/PYTHON.md.";
-  py::register_exception_translator(&translate);
-  m.attr("__version__") = version();
-  m.attr("git_commit") = git_commit();
+// write_png(path, image): a uint8 (H, W) or (H, W, C) array as a PNG.
+void write_png_array(py::object path, py::object image) {
+  const auto arr = uint8_of(image, "image");
+  if (arr.ndim() != 2 && arr.ndim() != 3)
+    bad("image must have shape (H, W) or (H, W, C)");
+  const int C = arr.ndim() == 3 ? int(arr.shape(2)) : 1;
+  write_png(path_of(path, "path"), int(arr.shape(1)), int(arr.shape(0)), C, arr.data());
+}
 
-  static const std::string model_doc =
-      "Model(path, device='cpu', threads=None, precision='fp32', batch=None, state='fp32')\n\n"
-      "path: a model folder (config.json + model.safetensors), or an installed model's name "
-      "('mnist'), found as `tarnn --model` finds it; a str or an os.PathLike.\n"
-      "device: " +
-      device_help() +
-      ".\n"
-      "threads: CPU threads (None: every core).\n"
-      "precision: the GEMMs: " +
-      precision_help() +
-      ".\n"
-      "batch: images whose state is in memory at once (None: " +
-      batch_help() +
-      ").\n"
-      "state: how S and z are stored: " +
-      state_format_help() + ".";
+// Model's constructor's docstring: its arguments and their values.
+std::string model_doc() {
+  return "Model(path, device='cpu', threads=None, precision='fp32', batch=None, state='fp32')\n\n"
+         "path: a model folder (config.json + model.safetensors), or an installed model's name "
+         "('mnist'), found as `tarnn --model` finds it; a str or an os.PathLike.\n"
+         "device: " +
+         device_help() +
+         ".\n"
+         "threads: CPU threads (None: every core).\n"
+         "precision: the GEMMs: " +
+         precision_help() +
+         ".\n"
+         "batch: images whose state is in memory at once (None: " +
+         batch_help() +
+         ").\n"
+         "state: how S and z are stored: " +
+         state_format_help() + ".";
+}
+
+// tarnn.Model: a model made ready on a device, and its three jobs.
+void bind_model(py::module_ &m) {
+  static const std::string doc = model_doc();
   py::class_<PyModel>(m, "Model",
                       "A model made ready on a device (weights loaded and laid out "
                       "once); its methods run the engine.")
@@ -461,7 +465,7 @@ PYBIND11_MODULE(tarnn, m) {
                     std::optional<int64_t>, const std::string &>(),
            py::arg("path"), py::arg("device") = "cpu", py::arg("threads") = py::none(),
            py::arg("precision") = "fp32", py::arg("batch") = py::none(), py::arg("state") = "fp32",
-           model_doc.c_str())
+           doc.c_str())
       .def("__repr__", &PyModel::repr)
       .def_property_readonly("config", &PyModel::config, "The model's config.json, as a dict.")
       .def_property_readonly("parameters", &PyModel::parameters,
@@ -500,7 +504,10 @@ PYBIND11_MODULE(tarnn, m) {
            "(H, W) (every channel of a pixel) or (H, W, C), or one per image (n, H, W[, C]). "
            "Completion k of image i uses the random numbers of image i * samples + k, as `tarnn "
            "complete`; the unknown bytes are drawn at `temperature`, as sample's.");
+}
 
+// The image functions around the jobs: files in and out, conversions, grids.
+void bind_image_functions(py::module_ &m) {
   m.def(
       "read_images",
       [](py::object path) {
@@ -518,36 +525,7 @@ PYBIND11_MODULE(tarnn, m) {
         "to_float(images) -> float32 array of the same shape: uint8 bytes as floats in [0, 1], "
         "x / 255 (to_uint8 undoes it exactly).");
   m.def(
-      "grid",
-      [](py::object images, std::optional<int> nrow, int padding, int pad_value,
-         std::optional<int> scale, std::optional<int> cols) {
-        const auto arr = uint8_of(images, "images");
-        const std::string shape = py::str(py::tuple(py::cast(arr.request().shape)));
-        if (arr.ndim() != 4 && arr.ndim() != 3)
-          bad("images must have shape (n, H, W) or (n, H, W, C), not " + shape);
-        const int C = arr.ndim() == 4 ? int(arr.shape(3)) : 1;
-        if (C > 4) // (n, C, H, W) read as channels last would be C = W: garbage
-          bad("images of shape " + shape + " would have " + std::to_string(C) +
-              " channels: grid takes channels last, (n, H, W) or (n, H, W, C) with C 1 to 4 "
-              "(NHWC); for channels first (NCHW, PyTorch's), pass images.transpose(0, 2, 3, 1)");
-        if (nrow && cols)
-          bad("give nrow or cols (its older name), not both");
-        // None, not the command's 0, asks for the automatic choice
-        const int k = nrow.value_or(cols.value_or(1)), z = scale.value_or(1);
-        if (k < 1 || k > kMaxGridImages)
-          bad("nrow must be in [1, " + std::to_string(kMaxGridImages) + "] (got " +
-              std::to_string(k) + "; None: a square-ish grid)");
-        if (z < 1 || z > kMaxGridScale)
-          bad("scale must be in [1, " + std::to_string(kMaxGridScale) + "] (got " +
-              std::to_string(z) + "; None: whole pixels toward 600)");
-        const GridLayout layout{nrow.value_or(cols.value_or(0)), padding, pad_value,
-                                scale.value_or(0)};
-        ImageSet s{arr.shape(0), int(arr.shape(1)), int(arr.shape(2)), C, {}};
-        s.bytes.assign(arr.data(), arr.data() + arr.size());
-        const ImageSet g = draw_grid(s, layout);
-        return to_array(g, {g.height, g.width, g.channels});
-      },
-      py::arg("images"), py::arg("nrow") = py::none(), py::arg("padding") = 2,
+      "grid", &grid_array, py::arg("images"), py::arg("nrow") = py::none(), py::arg("padding") = 2,
       py::arg("pad_value") = 64, py::arg("scale") = py::none(), py::kw_only(),
       py::arg("cols") = py::none(),
       "grid(images, nrow=None, padding=2, pad_value=64, scale=None) -> uint8 array (H', W', C)\n\n"
@@ -561,16 +539,20 @@ PYBIND11_MODULE(tarnn, m) {
       "torchvision's 0 to 1 is for float images).\n"
       "scale: grid pixels per image pixel, 1 to 16 (None: whole pixels toward 600, 1 to 8; "
       "scale=1 is make_grid's size).");
-  m.def(
-      "write_png",
-      [](py::object path, py::object image) {
-        const auto arr = uint8_of(image, "image");
-        if (arr.ndim() != 2 && arr.ndim() != 3)
-          bad("image must have shape (H, W) or (H, W, C)");
-        const int C = arr.ndim() == 3 ? int(arr.shape(2)) : 1;
-        write_png(path_of(path, "path"), int(arr.shape(1)), int(arr.shape(0)), C, arr.data());
-      },
-      py::arg("path"), py::arg("image"),
-      "write_png(path, image): a PNG of a uint8 (H, W) or (H, W, C) array, written atomically; "
-      "the name must end in .png (any case), as `tarnn sample -o`.");
+  m.def("write_png", &write_png_array, py::arg("path"), py::arg("image"),
+        "write_png(path, image): a PNG of a uint8 (H, W) or (H, W, C) array, written atomically; "
+        "the name must end in .png (any case), as `tarnn sample -o`.");
+}
+
+} // namespace
+
+PYBIND11_MODULE(tarnn, m) {
+  m.doc() = "tarnn: autoregressive linear transformers run as RNNs (Katharopoulos et al., 2020). "
+            "Load a model folder (config.json + model.safetensors) and sample, score and complete "
+            "images as numpy arrays. See docs/PYTHON.md.";
+  py::register_exception_translator(&translate);
+  m.attr("__version__") = version();
+  m.attr("git_commit") = git_commit();
+  bind_model(m);
+  bind_image_functions(m);
 }

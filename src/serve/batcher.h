@@ -68,6 +68,13 @@ public:
 private:
   void loop();
   void run_batch(std::vector<std::shared_ptr<Ticket>> batch);
+  // run_batch's steps: the requests merged, their growth reported, the run stopped when no one
+  // listens or the server stops, and the answers (batcher.cpp).
+  struct Merged;
+  bool report_growth(const std::vector<std::shared_ptr<Ticket>> &batch, const Merged &m,
+                     int64_t image, int64_t n, int t);
+  void check_continues(bool listened);
+  void answer(const std::vector<std::shared_ptr<Ticket>> &batch, const Merged &m);
 
   Engine &engine_;
   const int64_t max_rows_;

@@ -65,7 +65,7 @@ double temperature(const json &j) {
   try {
     sampling_temperature(v.get<double>());
   } catch (const Error &e) {
-    bad(std::string(e.what()).substr(2)); // without the command's "--"
+    bad(e.what()); // the library's words name the field as the API does
   }
   return v.get<double>();
 }

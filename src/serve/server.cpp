@@ -235,30 +235,29 @@ private:
   std::atomic<int> streams_{0};
 };
 
-} // namespace
-
-void run_server(Engine &engine, const ServeOptions &o, const std::function<bool()> &should_stop,
-                const std::function<void(const std::string &url)> &on_ready) {
+// Each serve option in its range, before anything is bound.
+void check_serve_options(const ServeOptions &o) {
   if (o.port < 0 || o.port > 65535)
-    throw Error("--port must be in [0, 65535] (got " + std::to_string(o.port) + ")");
+    throw Error({param("port"), " must be in [0, 65535] (got " + std::to_string(o.port) + ")"});
   if (o.max_queued < 1 || o.max_queued > 4096)
-    throw Error("--max-queued must be in [1, 4096] (got " + std::to_string(o.max_queued) + ")");
-  const int64_t rows = o.max_rows > 0 ? o.max_rows : engine.batch_for(kMaxBatch);
+    throw Error(
+        {param("max_queued"), " must be in [1, 4096] (got " + std::to_string(o.max_queued) + ")"});
   if (o.max_connections < 1 || o.max_connections > 65536)
-    throw Error("--max-connections must be in [1, 65536] (got " +
-                std::to_string(o.max_connections) + ")");
+    throw Error({param("max_connections"),
+                 " must be in [1, 65536] (got " + std::to_string(o.max_connections) + ")"});
   if (!(o.client_seconds >= 0.1 && o.client_seconds <= 3600))
-    throw Error("--client-timeout must be in [0.1, 3600] seconds (got " +
-                std::to_string(o.client_seconds) + ")");
-  Batcher batcher(engine, rows, o.max_queued);
-  Handlers api(engine, batcher);
-  httplib::Server http;
-  // A thread per connection with deadlines (connections.h); one request per connection, so a
-  // pipelined second request is refused explicitly (the first answer says Connection: close)
-  // rather than dropped unanswered.
-  int port = -1;
-  Connections *connections = nullptr; // httplib owns it, for the time of listen_after_bind
-  http.new_task_queue = [&] {
+    throw Error({param("client_seconds"),
+                 " must be in [0.1, 3600] seconds (got " + std::to_string(o.client_seconds) + ")"});
+}
+
+// The connection discipline and the limits every request meets. A thread per connection with
+// deadlines (connections.h); one request per connection, so a pipelined second request is refused
+// explicitly (the first answer says Connection: close) rather than dropped unanswered.
+// `connections` is set when httplib makes its task queue (httplib owns it, for the time of
+// listen_after_bind); `port` is read then, once bound.
+void harden(httplib::Server &http, const ServeOptions &o, const int &port,
+            Connections *&connections) {
+  http.new_task_queue = [&o, &port, &connections] {
     return connections = new Connections(port, o.max_connections,
                                          std::chrono::duration_cast<Connections::Clock::duration>(
                                              std::chrono::duration<double>(o.client_seconds)));
@@ -276,6 +275,10 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
   http.set_default_headers(
       {{"X-Content-Type-Options", "nosniff"},
        {"Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'"}});
+}
+
+// The page's files, /api/info and /api/stats, and the three jobs (POST; a GET is told so).
+void add_routes(httplib::Server &http, Handlers &api, Connections *const &connections) {
   for (const PageFile &f : page_files()) {
     const std::string path = std::string(f.name) == "index.html" ? "/" : "/" + std::string(f.name);
     http.Get(path, [&f, &connections](const httplib::Request &req, httplib::Response &res) {
@@ -306,6 +309,10 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
       send_error(res, 405, req.path + " takes a POST with a JSON body (docs/SERVE.md)");
     });
   }
+}
+
+// Every failure answered as JSON: httplib's own (404, 413, 400) and a handler's exception (500).
+void add_error_handlers(httplib::Server &http, Connections *const &connections) {
   http.set_error_handler([&connections](const httplib::Request &req, httplib::Response &res) {
     connections->answering(req);
     if (res.body.empty()) // the handlers' own errors already carry JSON
@@ -326,14 +333,40 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
           send_error(res, 500, "internal error");
         }
       });
+}
 
-  port = o.port == 0 ? http.bind_to_any_port(o.host) : o.port;
+// The port bound (o.port, or any free one for 0), its backlog widened; Error where it cannot be.
+int bind_port(httplib::Server &http, const ServeOptions &o) {
+  const int port = o.port == 0 ? http.bind_to_any_port(o.host) : o.port;
   if (port < 0 || (o.port != 0 && !http.bind_to_port(o.host, o.port)))
     throw Error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
                     " (in use, or not an address of this machine)",
                 Error::Kind::Runtime);
   widen_backlog(port);
-  const Access access(o, port);
+  return port;
+}
+
+// A request's Content-Length before its body is read: why it is refused (status, message), or
+// status 0 where it may go on.
+std::pair<int, std::string> length_refusal(const httplib::Request &req, const std::string &length) {
+  // Only digits: httplib reads "-1" as 2^64 - 1 and waited to skip that many bytes, unanswered
+  if (req.has_header("Content-Length") &&
+      (length.empty() || length.find_first_not_of("0123456789") != std::string::npos))
+    return {400, "Content-Length must be the body's size in bytes, digits only (got \"" +
+                     length.substr(0, 40) + "\")"};
+  // No length and no chunks: httplib would read the body until the client closes, answering
+  // only when its 10 s read timeout ends
+  if (req.method == "POST" && length.empty() && !req.has_header("Transfer-Encoding"))
+    return {411, "a POST needs its body's Content-Length (a JSON object, docs/SERVE.md)"};
+  // The declared length against the limit now, not after waiting for (and skipping) the body.
+  if (!length.empty() && (length.size() > 12 || std::stoll(length) > int64_t(kMaxBodyBytes)))
+    return {413, "request body over " + std::to_string(kMaxBodyBytes) + " bytes"};
+  return {0, ""};
+}
+
+// Admission, before routing: who may ask (Access), a sane Content-Length, the connection's
+// deadline for the body, and CORS for the other sites' pages allowed (a preflight answered here).
+void add_admission(httplib::Server &http, const Access &access, Connections *const &connections) {
   http.set_pre_routing_handler([&](const httplib::Request &req, httplib::Response &res) {
     const std::string why = access.refusal(req);
     if (!why.empty()) {
@@ -341,23 +374,9 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
       return httplib::Server::HandlerResponse::Handled;
     }
     const std::string length = req.get_header_value("Content-Length");
-    // Only digits: httplib reads "-1" as 2^64 - 1 and waited to skip that many bytes, unanswered
-    if (req.has_header("Content-Length") &&
-        (length.empty() || length.find_first_not_of("0123456789") != std::string::npos)) {
-      send_error(res, 400,
-                 "Content-Length must be the body's size in bytes, digits only (got \"" +
-                     length.substr(0, 40) + "\")");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    // No length and no chunks: httplib would read the body until the client closes, answering
-    // only when its 10 s read timeout ends
-    if (req.method == "POST" && length.empty() && !req.has_header("Transfer-Encoding")) {
-      send_error(res, 411, "a POST needs its body's Content-Length (a JSON object, docs/SERVE.md)");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    // The declared length against the limit now, not after waiting for (and skipping) the body.
-    if (!length.empty() && (length.size() > 12 || std::stoll(length) > int64_t(kMaxBodyBytes))) {
-      send_error(res, 413, "request body over " + std::to_string(kMaxBodyBytes) + " bytes");
+    const auto [status, refused] = length_refusal(req, length);
+    if (status != 0) {
+      send_error(res, status, refused);
       return httplib::Server::HandlerResponse::Handled;
     }
     connections->headers_read(req, (!length.empty() && length != "0") ||
@@ -376,21 +395,45 @@ void run_server(Engine &engine, const ServeOptions &o, const std::function<bool(
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
+}
+
+// Listens until should_stop() says so, then stops the batcher, lets every stream send its last
+// event ("error: the server is stopping", for up to 5 s) and closes the sockets.
+void serve_until_stopped(httplib::Server &http, Batcher &batcher, const Handlers &api,
+                         const std::function<bool()> &should_stop) {
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     while (!done && !should_stop())
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     batcher.stop(); // the running batch ends at its next report; the queue is told
-    // every stream gets its last event ("error: the server is stopping") before the sockets close
     for (int i = 0; i < 50 && api.streams() > 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     http.stop();
   });
-  const std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
-  on_ready("http://" + host + ":" + std::to_string(port) + "/");
   http.listen_after_bind();
   done = true;
   watcher.join();
+}
+
+} // namespace
+
+void run_server(Engine &engine, const ServeOptions &o, const std::function<bool()> &should_stop,
+                const std::function<void(const std::string &url)> &on_ready) {
+  check_serve_options(o);
+  Batcher batcher(engine, o.max_rows > 0 ? o.max_rows : engine.batch_for(kMaxBatch), o.max_queued);
+  Handlers api(engine, batcher);
+  httplib::Server http;
+  int port = -1;
+  Connections *connections = nullptr;
+  harden(http, o, port, connections);
+  add_routes(http, api, connections);
+  add_error_handlers(http, connections);
+  port = bind_port(http, o);
+  const Access access(o, port);
+  add_admission(http, access, connections);
+  const std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
+  on_ready("http://" + host + ":" + std::to_string(port) + "/");
+  serve_until_stopped(http, batcher, api, should_stop);
 }
 
 } // namespace tarnn

@@ -24,6 +24,7 @@ expect_error "name an output" "$TARNN" sample --model "$SMALL"
 # --precision: bf16 on the cpu; what a device lacks is one line
 expect_ok "$TARNN" sample --model "$SMALL" -n 3 --seed 4 --precision bf16 -o "$work/bf16.png"
 expect_error "cuda only" "$TARNN" sample --model "$SMALL" -n 3 --precision tf32 -o "$work/tf32.png"
+expect_ok "$TARNN" sample --model "$SMALL" -n 3 --seed 4 --precision int8 -o "$work/int8.png"
 expect_error "not a precision" "$TARNN" score --model "$SMALL" --images "$SMALL/inputs-idx-ubyte" --precision fp16
 # --tf32, the older flag, is --precision tf32 and refuses another precision; --state parses at the
 # edge like --precision; a device's missing benchmark form is refused before any work

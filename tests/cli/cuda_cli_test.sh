@@ -17,6 +17,12 @@ if [ $rc -eq 0 ]; then
   "$TARNN" score --device cuda --model "$SMALL" --images "$SMALL/inputs-idx-ubyte" >"$work/s" 2>&1 && ok || bad "score --device cuda: $(cat "$work/s")"
   "$TARNN" bench --device cuda --model "$SMALL" --batch 8 --steps 3 --json-file "$work/b.json" >"$work/b" 2>&1 && ok || bad "bench --device cuda: $(cat "$work/b")"
   grep -q images_per_second "$work/b.json" 2>/dev/null && ok || bad "bench --device cuda JSON"
+  # --precision int8 (cuBLASLt's int8 GEMMs): scored within 1e-4 bits/dim of the CPU's int8, and benchmarked
+  "$TARNN" score --device cuda --precision int8 --model "$SMALL" --images "$SMALL/inputs-idx-ubyte" --json >"$work/s8g" 2>&1 &&
+    "$TARNN" score --precision int8 --model "$SMALL" --images "$SMALL/inputs-idx-ubyte" --json >"$work/s8c" 2>&1 &&
+    "$PY" -c "import json,sys; g,c=(json.load(open(f)) for f in sys.argv[1:]); sys.exit(not abs(g['bits_per_dim']-c['bits_per_dim'])<=1e-4)" "$work/s8g" "$work/s8c" &&
+    ok || bad "score --device cuda --precision int8: $(cat "$work/s8g")"
+  "$TARNN" bench --device cuda --precision int8 --model "$SMALL" --batch 8 --steps 3 >"$work/b8" 2>&1 && ok || bad "bench --device cuda --precision int8: $(cat "$work/b8")"
   if grep -q emulated "$work/b"; then # the emulated device never passes for a GPU
     json() { "$PY" -c "import json,sys; j=json.load(open('$1')); sys.exit(not ($2))"; }
     json "$work/b.json" "'emulated' in j['device_name'] and 'emulated' in j['machine']['gpu'] and \

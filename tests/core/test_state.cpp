@@ -133,14 +133,14 @@ TEST(StateFp16, AnOverflowingStateIsAnErrorNotAResult) {
   EXPECT_NE(alone_over(at + 1).find("overflowed at position"), std::string::npos);
   // Issue 42, point 5: the error said "try --state fp32" when fp32 was in use; it names what would
   // help: fp32 after fp16, the weights when fp32 itself overflows
-  EXPECT_NE(sampled.find("try --state fp32 (--state fp16 overflowed)"), std::string::npos);
+  EXPECT_NE(sampled.find("try state fp32 (state fp16 overflowed)"), std::string::npos);
   for (LayerWeights &l : m.weights.layers)
     for (float &w : l.qkv.w)
       w *= 1e10f; // beyond fp32's range too (the loader would refuse such weights)
   Engine wide = engine(m, 0, 1, StateFormat::Fp32);
   const std::string fp32 = error_of([&] { score_images(wide, images); });
   EXPECT_NE(fp32.find("overflowed"), std::string::npos) << fp32;
-  EXPECT_EQ(fp32.find("--state"), std::string::npos) << fp32;
+  EXPECT_EQ(fp32.find("state fp"), std::string::npos) << fp32;
   EXPECT_NE(fp32.find("the state and the GEMMs were fp32, whose range is fp32's: check the "
                       "model's weights"),
             std::string::npos)
@@ -158,7 +158,7 @@ TEST(StateFp16, AStateBeyondItsMeasuredRangeIsSaidOnce) {
   Engine plain = engine(m, 0, 2, StateFormat::Fp16);
   score_images(plain, images);
   sample_images(plain, 4, 1);
-  EXPECT_TRUE(plain.warnings().empty()) << plain.warnings()[0];
+  EXPECT_TRUE(plain.warnings().empty()) << plain.warnings()[0].text();
   for (LayerWeights &l : m.weights.layers)
     for (float &w : l.qkv.w)
       w *= 30.0f; // S about 40,000: beyond what was measured, within fp16's scaled range
@@ -166,12 +166,16 @@ TEST(StateFp16, AStateBeyondItsMeasuredRangeIsSaidOnce) {
   const std::vector<double> half = score_images(hot, images);
   sample_images(hot, 4, 1);
   ASSERT_EQ(hot.warnings().size(), 1u); // once, however many runs see it
-  const std::string w = hot.warnings()[0];
-  EXPECT_EQ(w.rfind("--state fp16: this model's state reached |S| = ", 0), 0u) << w;
+  const std::string w = hot.warnings()[0].text();
+  // in the library's words, naming the field it is about (the command says --state, Python state=)
+  EXPECT_EQ(w.rfind("state fp16: this model's state reached |S| = ", 0), 0u) << w;
+  ASSERT_NE(hot.warnings()[0].subject(), nullptr);
+  EXPECT_EQ(hot.warnings()[0].subject()->name, "state");
+  EXPECT_EQ(hot.warnings()[0].subject()->value, "fp16");
   EXPECT_NE(w.find("beyond the 16384 its fp16 storage was measured for (docs/STATE.md)"),
             std::string::npos)
       << w;
-  EXPECT_NE(w.find("--state fp32 gives the reference"), std::string::npos) << w;
+  EXPECT_NE(w.find("; state fp32 gives the reference"), std::string::npos) << w;
   Engine full = engine(m, 0, 2, StateFormat::Fp32); // the same model in fp32: nothing to say
   score_images(full, images);
   EXPECT_TRUE(full.warnings().empty());
@@ -179,5 +183,5 @@ TEST(StateFp16, AStateBeyondItsMeasuredRangeIsSaidOnce) {
   Engine other = engine(m, 1, 1, StateFormat::Fp16);
   EXPECT_EQ(score_images(other, images), half);
   ASSERT_EQ(other.warnings().size(), 1u);
-  EXPECT_EQ(other.warnings()[0], w);
+  EXPECT_EQ(other.warnings()[0].text(), w);
 }

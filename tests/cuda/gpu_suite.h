@@ -11,25 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "no_device.h"
 #include "src/cuda/cuda_backend.h"
 #include "src/engine/testing.h"
 #include "tarnn/tarnn.h"
 #include "test_util.h"
 
 namespace tarnn_test {
-
-// Empty where a device is usable, else why not ("no CUDA device: ...").
-inline const std::string &no_device() {
-  static const std::string why = [] {
-    try {
-      tarnn::cuda_require_device();
-      return std::string();
-    } catch (const tarnn::Error &e) {
-      return std::string(e.what());
-    }
-  }();
-  return why;
-}
 
 #define REQUIRE_CUDA_DEVICE()                                                                      \
   do {                                                                                             \

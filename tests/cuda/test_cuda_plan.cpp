@@ -113,14 +113,14 @@ TEST(CudaPlan, RequestedBatchFitsOrIsAClearError) {
             10); // capped at the images
   const std::string e =
       error_of([&] { plan_batch(c, 100000, 1'000'000, free, "test GPU", StateFormat::Fp32); });
-  EXPECT_TRUE(contains(e, "--batch 100000 needs 28.") && contains(e, "GB of GPU memory") &&
-              contains(e, "test GPU has 8.59 GB free") && contains(e, "omit --batch"))
+  EXPECT_TRUE(contains(e, "batch 100000 needs 28.") && contains(e, "GB of GPU memory") &&
+              contains(e, "test GPU has 8.59 GB free") && contains(e, "omit batch"))
       << e;
   EXPECT_TRUE(contains(error_of([&] { plan_batch(c, -1, 10, free, "g", StateFormat::Fp32); }),
-                       "--batch must be"));
+                       "batch must be"));
   EXPECT_TRUE(contains(
       error_of([&] { plan_batch(c, kMaxBatch + 1, kMaxBatch + 1, free, "g", StateFormat::Fp32); }),
-      "--batch must be"));
+      "batch must be"));
   EXPECT_TRUE(
       contains(error_of([&] { plan_batch(c, 0, 10, 256 << 20, "tiny GPU", StateFormat::Fp32); }),
                "not even one image fits"));
@@ -305,6 +305,31 @@ TEST(CudaTwins, PlanInBf16AsTheCpuBackend) {
   const Model mnist = random_model(Config::mnist(), 42);
   const Pair p = both(mnist, job_of(3, 11, 0, 12), 2, nullptr, nullptr, Precision::Bf16);
   EXPECT_EQ(p.cpu, p.twin);
+}
+
+// --precision int8: each GEMM input's rows quantized by quantize_rows_int8's twin, the int32
+// sums, finish_int8's twin; the head in fp32 (head_precision). Small (GELU) and MNIST-size (ReLU)
+// models, scored and sampled, with the fp32 and the fp16 state: the CPU backend's int8 to the bit
+// (its VNNI, AVX2 or plain sums are the same integers), and not its fp32.
+TEST(CudaTwins, PlanInInt8AsTheCpuBackend) {
+  const Model small = load_model(small_golden());
+  const ImageSet in = read_images(small_golden() + "/inputs-idx-ubyte", small.config);
+  const Model mnist = random_model(Config::mnist(), 42);
+  for (StateFormat state : {StateFormat::Fp32, StateFormat::Fp16}) {
+    SCOPED_TRACE(name(state));
+    const Pair scored =
+        both(small, job_of(in.count, 0), 2, in.bytes.data(), nullptr, Precision::Int8, true, state);
+    EXPECT_EQ(scored.cpu_lp, scored.twin_lp);
+    EXPECT_NE(scored.twin_lp, both(small, job_of(in.count, 0), 2, in.bytes.data(), nullptr,
+                                   Precision::Fp32, true, state)
+                                  .twin_lp);
+    const Pair sampled =
+        both(small, job_of(7, 99, 5), 3, nullptr, nullptr, Precision::Int8, false, state);
+    EXPECT_EQ(sampled.cpu, sampled.twin);
+    const Pair p =
+        both(mnist, job_of(3, 11, 0, 12), 2, nullptr, nullptr, Precision::Int8, false, state);
+    EXPECT_EQ(p.cpu, p.twin);
+  }
 }
 
 // The 16-bit state the engine offers (kernels/state_format.h): the twin stores, widens and rounds

@@ -191,6 +191,19 @@ TEST(Loader, BadConfig) {
   c["activation"] = "tanh";
   write_cfg(c);
   EXPECT_LOAD_ERROR(dir.path.string(), "activation \"tanh\" is not supported");
+  c = cfg; // "attention" is read into its enum at the loader: one line naming the two there are
+  c["attention"] = "cosine";
+  write_cfg(c);
+  EXPECT_EQ(load_error(dir.path.string()),
+            dir.path.string() +
+                "/config.json: attention \"cosine\" is not supported (linear or softmax)");
+  c["attention"] = 3;
+  write_cfg(c);
+  EXPECT_EQ(load_error(dir.path.string()),
+            dir.path.string() + "/config.json: missing string \"attention\"");
+  c["attention"] = "softmax";
+  write_cfg(c);
+  EXPECT_EQ(load_model(dir.path.string()).config.attention, Attention::Softmax);
   c = cfg;
   c["n_heads_typo"] = 4; // a typo is not silently ignored
   write_cfg(c);

@@ -116,7 +116,7 @@ TEST(IndexList, BadSelectionsAreErrors) {
     parse_index_list("5-20", 16);
     FAIL();
   } catch (const Error &e) {
-    EXPECT_STREQ(e.what(), "--index: image 20 is out of range: the file holds 16 images (0-15)");
+    EXPECT_STREQ(e.what(), "index: image 20 is out of range: the file holds 16 images (0-15)");
   }
 }
 

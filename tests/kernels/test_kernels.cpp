@@ -18,6 +18,7 @@
 
 #include "kernels/bias_act.h"
 #include "kernels/embedding.h"
+#include "kernels/int8_rows.h"
 #include "kernels/linear_attention.h"
 #include "kernels/residual_layernorm.h"
 #include "kernels/round_bf16.h"
@@ -31,6 +32,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "cuda/no_device.h"
 #include "kernels/cuda_util.h"
 #include "kernels/launch.h"
 #include "src/cuda/cuda_backend.h"
@@ -72,17 +74,7 @@ std::vector<uint8_t> bytes(size_t n, uint32_t s) {
 using Clock = std::chrono::steady_clock;
 
 #ifdef TARNN_TEST_CUDA
-std::string no_gpu() {
-  static const std::string why = [] {
-    try {
-      cuda_require_device();
-      return std::string();
-    } catch (const Error &e) {
-      return std::string(e.what());
-    }
-  }();
-  return why;
-}
+using tarnn_test::no_device;
 // Runs `launch` `reps` times between synchronisations; the seconds of the launches alone.
 double timed(int reps, const std::function<void()> &launch) {
   if (reps > 1) { // a timing: one launch first loads the kernel. Not in a check: most kernels
@@ -96,7 +88,7 @@ double timed(int reps, const std::function<void()> &launch) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 #else
-std::string no_gpu() {
+std::string no_device() {
   return device_built(Device::Cuda) ? "this test was built without the CUDA backend"
                                     : "no CUDA backend in this build (TARNN_CUDA=OFF or no nvcc)";
 }
@@ -155,9 +147,7 @@ Case embedding_case() {
 
 // x rounded to what format f stores with exponent e (kernels/state_format.h: quantize).
 float stored(float x, StateFormat f, int e) {
-  return f == StateFormat::Fp16   ? quantize<StateFormat::Fp16>(x, e)
-         : f == StateFormat::Bf16 ? quantize<StateFormat::Bf16>(x, e)
-                                  : x;
+  return dispatch(f, [&](auto F) { return quantize<F>(x, e); });
 }
 
 // A state of `blocks` (image, layer, head) blocks as values: S (n x d) then z (n) per block, n =
@@ -388,6 +378,74 @@ Case round_bf16_case() {
           }};
 }
 
+// --precision int8 on CUDA around cuBLASLt's GEMM: a GEMM input's rows quantized (with a zero, a
+// NaN and an infinite row, and a row of one value), then int32 sums scaled back, with and
+// without b, for each activation. The reference is gemm_int8_ref.h's functions one element at a
+// time; the GPU must give its bits (the CPU's int8 GEMM quantizes and scales with them).
+Case int8_rows_case() {
+  return {
+      "int8_rows", {Where::Twin, Where::Cuda}, 0.0, [](Where w, bool perf, int reps, double *secs) {
+        const int rows = perf ? 256 : 13, in = perf ? 1024 : 70, out = perf ? 1024 : 37;
+        std::vector<float> x = uniforms(size_t(rows) * in, 60, -3, 3);
+        std::fill_n(x.begin() + 1 * in, in, 0.0f);
+        x[size_t(2) * in + 5] = NAN;
+        x[size_t(3) * in + 7] = -INFINITY;
+        std::fill_n(x.begin() + 4 * in, in, -0.75f);
+        const auto b = uniforms(size_t(out), 61, -1, 1), sw = uniforms(size_t(out), 62, 0, 0.01f);
+        std::vector<int32_t> acc(size_t(rows) * out);
+        const auto a = uniforms(acc.size(), 63, -1, 1);
+        for (size_t i = 0; i < acc.size(); ++i)
+          acc[i] = int32_t(a[i] * 127 * 127 * in * (i % 5 == 0 ? 1.0f : 0.05f));
+        std::vector<int8_t> q(size_t(rows) * in);
+        std::vector<float> sx(static_cast<size_t>(rows));
+        Outputs o;
+        for (Act act : {Act::None, Act::Relu, Act::Gelu})
+          for (const float *bias : {b.data(), static_cast<const float *>(nullptr)}) {
+            std::vector<float> y(acc.size());
+            if (w == Where::Reference) {
+              for (int r = 0; r < rows; ++r) {
+                const float *v = x.data() + size_t(r) * in;
+                const Int8Scale sc = int8_scale(abs_max_bits(v, in));
+                sx[size_t(r)] = sc.scale;
+                for (int k = 0; k < in; ++k)
+                  q[size_t(r) * in + k] = sc.inv == 0.0f ? 0 : int8_quantize(v[k], sc.inv);
+                for (int j = 0; j < out; ++j)
+                  y[size_t(r) * out + j] =
+                      int8_finish(acc[size_t(r) * out + j], sx[size_t(r)], sw[j], bias, j, act);
+              }
+            } else if (w == Where::Twin) {
+              *secs += timed_cpu(reps, [&] {
+                quantize_rows_int8_cpu(x.data(), rows, in, q.data(), sx.data());
+                finish_int8_cpu(acc.data(), sx.data(), sw.data(), bias, rows, out, act, y.data());
+              });
+            }
+#ifdef TARNN_TEST_CUDA
+            else {
+              DeviceArray<float> dx(x), dsx(sx), dsw(sw), db(b), dy(y);
+              DeviceArray<int8_t> dq(q);
+              DeviceArray<int32_t> dacc(acc);
+              const float *dbias = bias ? db.get() : nullptr;
+              *secs += timed(reps, [&] {
+                launch_quantize_rows_int8(dx.get(), rows, in, dq.get(), dsx.get(), nullptr);
+                launch_finish_int8(dacc.get(), dsx.get(), dsw.get(), dbias, rows, out, act,
+                                   dy.get(), nullptr);
+              });
+              q = dq.download();
+              sx = dsx.download();
+              y = dy.download();
+            }
+#endif
+            for (int8_t v : q)
+              o.f.push_back(float(v));
+            o.f.insert(o.f.end(), sx.begin(), sx.end());
+            o.f.insert(o.f.end(), y.begin(), y.end());
+            if (perf)
+              return o;
+          }
+        return o;
+      }};
+}
+
 // x = LayerNorm(x + y), and the final norm x = LayerNorm(x). The CPU's form takes 16 rows at a
 // time where the width is a multiple of 16 (37 rows of 64: two groups and five rows after). The
 // twin and the GPU kernel also write x's bf16 copy (for a bf16 GEMM after it): each element's
@@ -529,8 +587,8 @@ Case sample_case() {
 }
 
 std::vector<Case> cases() {
-  std::vector<Case> all = {embedding_case(), bias_act_case(), layernorm_case(), sample_case(),
-                           round_bf16_case()};
+  std::vector<Case> all = {embedding_case(), bias_act_case(),   layernorm_case(),
+                           sample_case(),    round_bf16_case(), int8_rows_case()};
   for (StateFormat f : all_state_formats())
     for (int d : {32, 6, 20, 64, 256})
       all.push_back(attention_case(d, f));
@@ -595,8 +653,8 @@ bool only_cuda() {
 
 TEST_P(Kernels, MatchTheReferenceOnEveryBackend) {
   const Case c = cases()[GetParam()];
-  if (only_cuda() && !no_gpu().empty())
-    GTEST_SKIP() << "no GPU: " << no_gpu();
+  if (only_cuda() && !no_device().empty())
+    GTEST_SKIP() << "no GPU: " << no_device();
   double unused = 0;
   const Outputs ref = c.run(Where::Reference, false, 1, &unused);
   Outputs twin = c.run(Where::Twin, false, 1, &unused);
@@ -679,7 +737,7 @@ TEST(DeviceIntrinsics, Bf16RoundingAsBf16BitsButForSubnormals) {
 int run_perf() {
   for (const Case &c : cases()) {
     for (Where w : c.where) {
-      if (w == Where::Cuda && !no_gpu().empty())
+      if (w == Where::Cuda && !no_device().empty())
         continue;
       const int reps = w == Where::Cuda ? 200 : 20;
       double secs = 0;
@@ -688,8 +746,8 @@ int run_perf() {
                   secs / reps * 1e6);
     }
   }
-  if (!no_gpu().empty())
-    std::printf("(cuda: %s)\n", no_gpu().c_str());
+  if (!no_device().empty())
+    std::printf("(cuda: %s)\n", no_device().c_str());
   return 0;
 }
 

@@ -74,6 +74,14 @@ def test_bf16_is_the_commands_bf16(tmp_path):
     assert tarnn.Model(SMALL, state="fp32").state_bytes_per_image == 1008
 
 
+def test_int8_is_the_commands_int8(tmp_path):
+    run("sample", "--model", SMALL, "-n", 4, "--seed", 2, "--precision", "int8",
+        "--out-dir", tmp_path)
+    a = tarnn.Model(SMALL, threads=2, precision="int8").sample(4, seed=2)
+    for i in range(4):
+        assert np.array_equal(a[i], tarnn.read_images(str(tmp_path / f"{i:08d}.png"))[0])
+
+
 def test_sample_is_the_commands_images_at_mnist_size(mnist, tmp_path):
     run("sample", "--model", MNIST, "-n", 3, "--seed", 11, "--out-dir", tmp_path)
     a = mnist.sample(3, seed=11)

@@ -60,7 +60,7 @@ void check_golden(const std::string &dir, const Model &m, Step step, double tol)
 // The KV-cache decoder teacher-forced through a golden folder.
 void check_kv_golden(const std::string &dir, double tol) {
   const Model m = load_model(dir);
-  EXPECT_EQ(m.config.attention, "softmax");
+  EXPECT_EQ(m.config.attention, Attention::Softmax);
   const CpuWeights w(m, Precision::Fp32);
   const int n = int(read_images(dir + "/inputs-idx-ubyte", m.config).count);
   KvCache cache(m.config, n, m.config.positions());
@@ -297,11 +297,11 @@ TEST(SoftmaxEngine, CudaRefusesWithOneLineNamingTheCpu) {
   RunOptions o;
   o.device = Device::Cuda;
   const std::string why = error_of([&] { resolve_run_options(c, o); });
-  EXPECT_NE(why.find("--device cuda runs linear attention only"), std::string::npos) << why;
-  EXPECT_NE(why.find("run it with --device cpu"), std::string::npos) << why;
+  EXPECT_NE(why.find("device cuda runs linear attention only"), std::string::npos) << why;
+  EXPECT_NE(why.find("run it with device cpu"), std::string::npos) << why;
   EXPECT_EQ(why.find('\n'), std::string::npos);
   EXPECT_EQ(error_of([&] { Engine(load_model(softmax_golden()), o); }), why);
-  c.attention = "linear"; // the same options pass the softmax check for a linear model
+  c.attention = Attention::Linear; // the same options pass the softmax check for a linear model
   EXPECT_EQ(error_of([&] { resolve_run_options(c, o); }).find("linear attention only"),
             std::string::npos);
 }
@@ -312,7 +312,7 @@ TEST(SoftmaxEngine, StateFormatsOtherThanFp32AreRefused) {
   RunOptions o;
   o.state = StateFormat::Fp16;
   const std::string why = error_of([&] { resolve_run_options(c, o); });
-  EXPECT_NE(why.find("--state fp16 stores linear attention's state S"), std::string::npos) << why;
+  EXPECT_NE(why.find("state fp16 stores linear attention's state S"), std::string::npos) << why;
   o.state = StateFormat::Fp32;
   EXPECT_NO_THROW(resolve_run_options(c, o));
 }
@@ -321,7 +321,7 @@ TEST(SoftmaxEngine, StateFormatsOtherThanFp32AreRefused) {
 // this machine's memory is refused before any work, when the same batch of linear states fits.
 TEST(SoftmaxEngine, MemoryCheckCountsTheFullLengthCache) {
   Config c = Config::cifar10(); // 100 MB of keys and values per image, 540 KB of linear state
-  c.attention = "softmax";
+  c.attention = Attention::Softmax;
   EXPECT_EQ(memory_bytes_per_image(c, StateFormat::Fp32), KvCache::bytes_per_image(c));
   EXPECT_EQ(memory_bytes_per_image(c, StateFormat::Fp16), KvCache::bytes_per_image(c));
   RunOptions o;
@@ -331,7 +331,7 @@ TEST(SoftmaxEngine, MemoryCheckCountsTheFullLengthCache) {
   EXPECT_NE(why.find("(the KV cache of every image, at the last position) needs"),
             std::string::npos)
       << why;
-  c.attention = "linear";
+  c.attention = Attention::Linear;
   EXPECT_EQ(memory_bytes_per_image(c, StateFormat::Fp32),
             state_bytes_per_image(c, StateFormat::Fp32));
   EXPECT_NO_THROW(resolve_run_options(c, o));

@@ -1,5 +1,6 @@
 // This machine's ceilings for the precision figures (docs/PRECISION.md): one core's peak of
-// fp32 FMA (vfmadd, 16 lanes) against bf16 dot products (vdpbf16ps, 16 lanes x 2 pairs), and the
+// fp32 FMA (vfmadd, 16 lanes) against bf16 dot products (vdpbf16ps, 16 lanes x 2 pairs) and int8
+// ones (vpdpbusd, 16 lanes x 4 byte products; 2 operations a product, as FLOPs count), and the
 // read-modify-write bandwidth of a state the size of a 256-image MNIST batch's (67 MB), as the
 // attention streams it. Build and run:
 //   gcc -O2 -march=native -pthread -o /tmp/ceilings tools/bench/ceilings.c && /tmp/ceilings
@@ -44,6 +45,24 @@ static void peaks(void) {
   for (int i = 0; i < kChains; i++)
     sink += _mm512_reduce_add_ps(a[i]);
   printf("bf16 dot:  %.1f GFLOP/s one core (checksum %g)\n", kOps * 64.0 / s / 1e9, sink);
+  // int8: vpdpbusd, 16 lanes x 4 byte products, as the instruction itself (GCC 12 compiles its
+  // intrinsic with a copy of the accumulator each time), 12 accumulators in named registers
+  const __m512i ux = _mm512_set1_epi8(3), sy = _mm512_set1_epi8(-2);
+  __m512i c0 = _mm512_set1_epi32(0), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0,
+          c7 = c0, c8 = c0, c9 = c0, c10 = c0, c11 = c0;
+#define DP(c) __asm__("vpdpbusd %2, %1, %0" : "+v"(c) : "v"(ux), "v"(sy))
+  t = now();
+  for (long n = 0; n < kOps / kChains; n++) {
+    DP(c0); DP(c1); DP(c2); DP(c3); DP(c4); DP(c5);
+    DP(c6); DP(c7); DP(c8); DP(c9); DP(c10); DP(c11);
+  }
+  s = now() - t;
+  const __m512i c = _mm512_add_epi32(
+      _mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
+      _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7)),
+                       _mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11))));
+  const long isink = _mm512_reduce_add_epi32(c);
+  printf("int8 dot:  %.1f GOP/s one core (checksum %ld)\n", kOps * 128.0 / s / 1e9, isink);
 }
 
 enum { kThreads = 2 };

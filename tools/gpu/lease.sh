@@ -62,7 +62,7 @@ TRAVEL_B=${LEASE_TRAVEL_BYTES:-$((64 * MiB))} # the tree and the carried paths, 
 PART_B=$((BACK_FILE_B < 15 * MiB ? BACK_FILE_B : 15 * MiB)) # the weights' parts: under 16 MiB
 CALLS=("build train-start test maps" "sanitize train-end bench" "bench profile softmax")
 # What exists, one list each (lease_dry_run checks them against tarnn's and tarnn_model.py's own)
-PRECISIONS="fp32 tf32 bf16"
+PRECISIONS="fp32 tf32 bf16 int8"
 STATES="fp32 fp16"
 MAPS="elu+1 relu random_fourier smoothed_random_fourier favor generalized_random"
 # A new path beside the one it replaces (A/B in one call): an environment setting per entry, each
@@ -126,7 +126,8 @@ est() { # STEP: its estimate in seconds
 GAP_S=$(est gap) # the trainer's clock runs on between the calls
 
 # Images/s over all 783 positions on the H100, docs/CUDA.md (2026-11-22): fp32 and tf32
-# measured; bf16 not run yet, so tf32's (docs/CUDA.md's bf16 estimate is about tf32's). An fp16
+# measured; bf16 and int8 not run yet, so tf32's (docs/CUDA.md's bf16 estimate is about tf32's;
+# int8's GEMMs are faster, its quantizing and scaling passes extra). An fp16
 # state and the other feature maps: as the fp32 state and elu+1 (their estimates are as fast or
 # faster). A tarnn start-up: 2 s (sample -n 10000 took 6.0 s wall there, 4.3 s of it steps).
 # An H200 has an H100's arithmetic and 1.4 times its memory bandwidth: these hold as bounds.
@@ -165,6 +166,7 @@ items_bench_extras() {
   echo "sample-bf16-fp16 8 sample bf16 fp16"
   echo "score-fp32 10 score fp32 fp32"          # 10,000 digits, one batch: 4.3 s of steps
   echo "score-bf16-fp16 10 score bf16 fp16"
+  echo "score-int8-fp16 10 score int8 fp16"     # cuBLASLt's int8 GEMMs: bits/dim beside the CPU's
   echo "complete 8 complete bf16 fp16"          # estimate: 10 images, 4 completions each
   echo "cifar10 4 cifar10 bf16 fp16"            # 300 of 3,071 positions at 4,096: 1 s at 419/s
 }

@@ -8,7 +8,10 @@
 // the rows (CUBLAS_STATUS_INVALID_VALUE otherwise), op(A) m x k, op(B) k x n, C and D m x n
 // (INVALID_VALUE), TRANSC none; the compute/scale/A/B/C/D type combinations of cuBLASLt's table
 // for COMPUTE_32F (fp32, bf16 or fp16 inputs, fp32 or the inputs' type out), 32F_FAST_TF32 and
-// 32F_FAST_16BF (fp32) (CUBLAS_STATUS_NOT_SUPPORTED otherwise); epilogues DEFAULT, RELU, BIAS and
+// 32F_FAST_16BF (fp32), and COMPUTE_32I (int8 A and B, int32 C and D, int32 scale: the exact
+// integer sum, alpha acc + beta C wrapping as int32 does; the DEFAULT epilogue; A transposed and
+// B not, the TN form cuBLASLt's int8 kernels take on column-major layouts)
+// (CUBLAS_STATUS_NOT_SUPPORTED otherwise); epilogues DEFAULT, RELU, BIAS and
 // RELU_BIAS, the bias in D's type or fp32 and not null (INVALID_VALUE). An algorithm from the
 // heuristic assumes what the preference promised and the layouts allow: each of A, B, C and D
 // aligned to the largest power of two up to 16 bytes that divides both the preference's minimum
@@ -61,11 +64,20 @@ namespace {
 
 constexpr uint64_t kMagic = 0x74617272'6e656d75ull; // an algorithm this file made
 
-size_t element_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
-const char *type_name(cudaDataType_t t) {
-  return t == CUDA_R_32F ? "fp32" : t == CUDA_R_16BF ? "bf16" : "fp16";
+size_t element_bytes(cudaDataType_t t) {
+  return t == CUDA_R_32F || t == CUDA_R_32I ? 4 : t == CUDA_R_8I ? 1 : 2;
 }
-bool known_type(int t) { return t == CUDA_R_32F || t == CUDA_R_16BF || t == CUDA_R_16F; }
+const char *type_name(cudaDataType_t t) {
+  return t == CUDA_R_32F    ? "fp32"
+         : t == CUDA_R_16BF ? "bf16"
+         : t == CUDA_R_8I   ? "int8"
+         : t == CUDA_R_32I  ? "int32"
+                            : "fp16";
+}
+bool known_type(int t) {
+  return t == CUDA_R_32F || t == CUDA_R_16BF || t == CUDA_R_16F || t == CUDA_R_8I ||
+         t == CUDA_R_32I;
+}
 
 void not_emulated(const std::string &what) {
   static std::set<std::string> said;
@@ -101,6 +113,7 @@ struct Problem {
   bool ta = false, tb = false;
   Operand a, b, c, d;
   float alpha = 1, beta = 0;
+  int32_t int_alpha = 1, int_beta = 0; // COMPUTE_32I's (alpha and beta hold them as floats too)
   bool relu = false;
   const void *bias = nullptr;
   cudaDataType_t bias_type = CUDA_R_32F;
@@ -201,8 +214,28 @@ void columns_plain(const Problem &p, const std::vector<float> &at, const std::ve
   columns<8>(p, at, bt);
 }
 
+// COMPUTE_32I, TN (describe's check): D(i, j) = alpha sum_k A(k, i) B(k, j) + beta C(i, j), the
+// sum exact in 64 bits, then each step in int32 wrapping as the GPU's integer units do.
+void integer_columns(const Problem &p) {
+  const auto *a = static_cast<const int8_t *>(p.a.p), *b = static_cast<const int8_t *>(p.b.p);
+  const auto *c = static_cast<const int32_t *>(p.c.p);
+  auto *d = static_cast<int32_t *>(const_cast<void *>(p.d.p));
+  auto wrap = [](int64_t v) { return int32_t(uint32_t(uint64_t(v))); };
+  for (int64_t j = 0; j < p.n; ++j)
+    for (int64_t i = 0; i < p.m; ++i) {
+      int64_t acc = 0;
+      for (int64_t kk = 0; kk < p.k; ++kk)
+        acc += int32_t(a[size_t(i * p.a.ld + kk)]) * int32_t(b[size_t(j * p.b.ld + kk)]);
+      int32_t v = wrap(int64_t(p.int_alpha) * wrap(acc));
+      if (p.int_beta != 0)
+        v = wrap(int64_t(v) + int64_t(p.int_beta) * c[size_t(j * p.c.ld + i)]);
+      d[size_t(j * p.d.ld + i)] = v;
+    }
+}
+
 // Runs the matmul (on the stream's turn): operands checked against their allocations, A and B
-// widened to float once (A transposed: k rows of m), then the chains; the bytes counted.
+// widened to float once (A transposed: k rows of m), then the chains (integer ones for
+// COMPUTE_32I); the bytes counted.
 void execute(const Problem &p) {
   const struct {
     const Operand *o;
@@ -226,15 +259,19 @@ void execute(const Problem &p) {
           p.name + ": the bias is not " + std::to_string(p.m) + " elements of device memory");
     return;
   }
-  std::vector<float> at(size_t(p.k) * size_t(p.m)), bt(size_t(p.n) * size_t(p.k));
-  for (int64_t kk = 0; kk < p.k; ++kk)
-    for (int64_t i = 0; i < p.m; ++i)
-      at[size_t(kk * p.m + i)] = p.op_a(i, kk);
-  for (int64_t j = 0; j < p.n; ++j)
+  if (p.compute == CUBLAS_COMPUTE_32I) {
+    integer_columns(p);
+  } else {
+    std::vector<float> at(size_t(p.k) * size_t(p.m)), bt(size_t(p.n) * size_t(p.k));
     for (int64_t kk = 0; kk < p.k; ++kk)
-      bt[size_t(j * p.k + kk)] = p.op_b(kk, j);
-  static const bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  (fma ? columns_fma : columns_plain)(p, at, bt);
+      for (int64_t i = 0; i < p.m; ++i)
+        at[size_t(kk * p.m + i)] = p.op_a(i, kk);
+    for (int64_t j = 0; j < p.n; ++j)
+      for (int64_t kk = 0; kk < p.k; ++kk)
+        bt[size_t(j * p.k + kk)] = p.op_b(kk, j);
+    static const bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    (fma ? columns_fma : columns_plain)(p, at, bt);
+  }
   const size_t ea = element_bytes(p.a.type), eb = element_bytes(p.b.type);
   const void *reads[] = {p.a.p, p.b.p, p.bias, p.c.p};
   const size_t bytes[] = {size_t(p.m * p.k) * ea, size_t(p.k * p.n) * eb,
@@ -250,7 +287,10 @@ void execute(const Problem &p) {
 // The type combinations cuBLASLt's table has for these compute types.
 bool supported_types(cublasComputeType_t compute, cudaDataType_t scale, cudaDataType_t a,
                      cudaDataType_t b, cudaDataType_t c, cudaDataType_t d) {
-  if (scale != CUDA_R_32F || a != b || c != d)
+  if (compute == CUBLAS_COMPUTE_32I)
+    return scale == CUDA_R_32I && a == CUDA_R_8I && b == CUDA_R_8I && c == CUDA_R_32I &&
+           d == CUDA_R_32I;
+  if (scale != CUDA_R_32F || a != b || c != d || a == CUDA_R_8I || a == CUDA_R_32I)
     return false;
   switch (compute) {
   case CUBLAS_COMPUTE_32F:
@@ -276,7 +316,9 @@ std::string problem_name(const Problem &p) {
 }
 
 // The problem a descriptor and four layouts describe, or why not. The bias pointer is needed
-// only by a matmul (`run`): the heuristic and the check choose without it.
+// only by a matmul (`run`): the heuristic and the check choose without it. Over 60 lines: one
+// guard after another, each a status the real library returns for that input, in one place so
+// that the emulated call refuses what cuBLASLt refuses, in the same order.
 cublasStatus_t describe(const tarnn_emu_matmul_desc *op, const tarnn_emu_layout *A,
                         const tarnn_emu_layout *B, const tarnn_emu_layout *C,
                         const tarnn_emu_layout *D, Problem &p, bool run = false) {
@@ -306,6 +348,9 @@ cublasStatus_t describe(const tarnn_emu_matmul_desc *op, const tarnn_emu_layout 
       C->cols != D->cols)
     return CUBLAS_STATUS_INVALID_VALUE;
   if (!supported_types(op->compute, op->scale, A->type, B->type, C->type, D->type))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (op->compute == CUBLAS_COMPUTE_32I &&
+      (!p.ta || p.tb || op->epilogue != CUBLASLT_EPILOGUE_DEFAULT))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   switch (op->epilogue) {
   case CUBLASLT_EPILOGUE_DEFAULT:
@@ -573,7 +618,7 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout, cudaDa
   if (!layout)
     return CUBLAS_STATUS_INVALID_VALUE;
   if (!known_type(type)) {
-    not_emulated("with a data type other than fp32, bf16 and fp16");
+    not_emulated("with a data type other than fp32, bf16, fp16, int8 and int32");
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
   *layout = new tarnn_emu_layout;
@@ -728,8 +773,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     return CUBLAS_STATUS_INVALID_VALUE;
   if (!fits(a, layouts))
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  p.alpha = *static_cast<const float *>(alpha);
-  p.beta = *static_cast<const float *>(beta);
+  if (desc->scale == CUDA_R_32I) {
+    p.int_alpha = *static_cast<const int32_t *>(alpha);
+    p.int_beta = *static_cast<const int32_t *>(beta);
+    p.alpha = float(p.int_alpha);
+    p.beta = float(p.int_beta);
+  } else {
+    p.alpha = *static_cast<const float *>(alpha);
+    p.beta = *static_cast<const float *>(beta);
+  }
   p.a.p = A;
   p.b.p = B;
   p.c.p = C;

@@ -304,6 +304,21 @@ struct Shared {
 };
 Shared g_shared;
 
+// Each of a block's `threads` workers made ready to run the block `common` describes.
+void start_threads(const Grid &g, const ThreadRun &common, int threads) {
+  for (int i = 0; i < threads; ++i) {
+    Worker &w = *g_workers[size_t(i)];
+    w.run = common;
+    w.run.thread = uint16_t(i);
+    w.run.thread_idx = {unsigned(i) % g.block.x, unsigned(i) / g.block.x % g.block.y,
+                        unsigned(i) / (g.block.x * g.block.y)};
+    w.run.stack_lo = w.fiber.stack;
+    w.run.stack_hi = w.fiber.stack + w.fiber.stack_bytes;
+    w.state = Worker::Runnable;
+    w.shuffles = 0;
+  }
+}
+
 void run_blocks(const Grid &g, Counts *counts) {
   const int threads = int(g.block.x * g.block.y * g.block.z);
   Block b;
@@ -333,17 +348,7 @@ void run_blocks(const Grid &g, Counts *counts) {
         common.shared_shadow = shared_shadow(g.shared_bytes);
         for (Warp &wp : b.warps)
           wp = Warp();
-        for (int i = 0; i < threads; ++i) {
-          Worker &w = *g_workers[size_t(i)];
-          w.run = common;
-          w.run.thread = uint16_t(i);
-          w.run.thread_idx = {unsigned(i) % g.block.x, unsigned(i) / g.block.x % g.block.y,
-                              unsigned(i) / (g.block.x * g.block.y)};
-          w.run.stack_lo = w.fiber.stack;
-          w.run.stack_hi = w.fiber.stack + w.fiber.stack_bytes;
-          w.state = Worker::Runnable;
-          w.shuffles = 0;
-        }
+        start_threads(g, common, threads);
         b.live = threads;
         b.at_barrier = 0;
         run_block(b);

@@ -32,6 +32,7 @@ typedef enum {
 typedef enum {
   CUBLAS_COMPUTE_16F = 64,
   CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_32I = 72,
   CUBLAS_COMPUTE_32F_FAST_16BF = 75,
   CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
 } cublasComputeType_t;

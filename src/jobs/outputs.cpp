@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "../base/util.h"
-#include "files.h"
-#include "json_limits.h"
+#include "../io/files.h"
+#include "../io/json_limits.h"
 #include "tarnn/error.h"
 
 namespace tarnn {
@@ -344,9 +344,10 @@ int64_t ResumeRecord::load() {
   for (const nlohmann::json *fields : {&run, &j})
     for (const auto &field : fields->items())
       if (differs(field.key()))
-        throw Error(path_ + ": was written by another run (" + field.key() +
-                    " differs): --resume needs " +
-                    "the same model, -n, --seed, --temperature, --first, --shard and outputs");
+        throw Error({path_ + ": was written by another run (" + field.key() + " differs): ",
+                     param("resume"), " needs the same model, ", param("n"), ", ", param("seed"),
+                     ", ", param("temperature"), ", ", param("first"), ", ", param("shard"),
+                     " and outputs"});
   // Every field as a run writes it, before anything on the disk is touched: a record edited or
   // damaged by hand ("done": -5 once truncated the partial output) is refused, not trusted.
   const int64_t n = run.contains("n") ? run["n"].get<int64_t>() : INT64_MAX;

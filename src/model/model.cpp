@@ -1,4 +1,4 @@
-// load_model and random_model (include/tarnn/model.h).
+// include/tarnn/model.h: load_model, find_model and random_model.
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "../base/util.h"
-#include "safetensors.h"
+#include "../io/safetensors.h"
 #include "tarnn/error.h"
 #include "tarnn/model.h"
 #include "tarnn/run.h"
@@ -94,7 +94,7 @@ std::string find_model(const std::string &name, const std::vector<std::string> &
     return ::stat((d + "/config.json").c_str(), &st) == 0;
   };
   if (name.empty())
-    throw Error("--model is empty");
+    throw Error({param("model"), " is empty"});
   struct stat st {};
   if (::stat(name.c_str(), &st) == 0 && S_ISREG(st.st_mode)) // models/mnist/model.safetensors
     throw Error(name +

@@ -1,7 +1,7 @@
 // Which bytes of an image are known when completing it (include/tarnn/jobs.h: make_mask).
 #include <algorithm>
 
-#include "files.h"
+#include "../io/files.h"
 #include "tarnn/error.h"
 #include "tarnn/jobs.h"
 
@@ -34,7 +34,8 @@ std::vector<uint8_t> make_mask(const MaskSpec &spec, const Config &c) {
   const int T = c.bytes_per_image(), row = c.width * c.channels;
   const int given = spec.keep_rows.has_value() + spec.keep.has_value() + !spec.png.empty();
   if (given > 1)
-    throw Error("give at most one of --keep-rows, --keep and --mask");
+    throw Error(
+        {"give at most one of ", param("keep_rows"), ", ", param("keep"), " and ", param("mask")});
   std::vector<uint8_t> known(T, 0);
   if (!spec.png.empty()) {
     const std::vector<uint8_t> pixel = read_mask_png(spec.png, c);
@@ -42,14 +43,15 @@ std::vector<uint8_t> make_mask(const MaskSpec &spec, const Config &c) {
       known[i] = pixel[i / c.channels]; // a pixel's mask covers all its channels
   } else if (spec.keep) {
     if (*spec.keep < 0 || *spec.keep > T)
-      throw Error("--keep must be in [0, " + std::to_string(T) + "] (bytes of an image; got " +
-                  std::to_string(*spec.keep) + ")");
+      throw Error({param("keep"), " must be in [0, " + std::to_string(T) +
+                                      "] (bytes of an image; got " + std::to_string(*spec.keep) +
+                                      ")"});
     std::fill(known.begin(), known.begin() + *spec.keep, 1);
   } else {
     const int64_t rows = spec.keep_rows.value_or(c.height / 2);
     if (rows < 0 || rows > c.height)
-      throw Error("--keep-rows must be in [0, " + std::to_string(c.height) + "] (got " +
-                  std::to_string(rows) + ")");
+      throw Error({param("keep_rows"), " must be in [0, " + std::to_string(c.height) + "] (got " +
+                                           std::to_string(rows) + ")"});
     std::fill(known.begin(), known.begin() + rows * row, 1);
   }
   check_leaves_work(known.data(), known.size());

@@ -1,11 +1,12 @@
+// include/tarnn/config.h: config.json read, every field checked, and written back.
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "../base/util.h"
-#include "files.h"
-#include "json_limits.h"
+#include "../io/files.h"
+#include "../io/json_limits.h"
 #include "tarnn/config.h"
 #include "tarnn/error.h"
 
@@ -163,6 +164,18 @@ json feature_map_json(const FeatureMap &fm) {
 
 const char *feature_map_name(FeatureMapKind k) { return row_of(k).name; }
 
+namespace {
+
+// config.json's "attention" as the enum (the string is read here only).
+Attention parse_attention(const std::string &path, const std::string &s) {
+  for (Attention a : {Attention::Linear, Attention::Softmax})
+    if (s == attention_name(a))
+      return a;
+  throw Error(path + ": attention \"" + short_text(s) + "\" is not supported (linear or softmax)");
+}
+
+} // namespace
+
 Config Config::mnist() { return Config{}; }
 
 Config Config::cifar10() {
@@ -173,7 +186,17 @@ Config Config::cifar10() {
   return c;
 }
 
-const char *act_name(Act a) { return a == Act::Relu ? "relu" : a == Act::Gelu ? "gelu" : "none"; }
+const char *act_name(Act a) {
+  switch (a) {
+  case Act::None:
+    return "none";
+  case Act::Relu:
+    return "relu";
+  case Act::Gelu:
+    return "gelu";
+  }
+  return "?";
+}
 
 int64_t Config::parameter_count() const {
   const int64_t d = d_model, a = d_attn(), f = d_ff;
@@ -189,8 +212,6 @@ void Config::validate(const std::string &where) const {
   };
   check(format_version == 1, "format_version " + std::to_string(format_version) +
                                  " is not supported (this build reads version 1)");
-  check(attention == "linear" || attention == "softmax",
-        "attention \"" + short_text(attention) + "\" is not supported (linear or softmax)");
   // Bounds keep a hostile config from asking for absurd allocations; they are far above any
   // model this engine is for (CIFAR-10 is 32x32x3, d_model 256).
   auto in = [&](int v, int lo, int hi, const char *name) {
@@ -257,12 +278,12 @@ Config Config::from_json_file(const std::string &path) {
   if (act != "relu" && act != "gelu")
     throw Error(path + ": activation \"" + short_text(act) + "\" is not supported (relu or gelu)");
   c.activation = act == "relu" ? Act::Relu : Act::Gelu;
-  c.attention = get_str("attention");
+  c.attention = parse_attention(path, get_str("attention"));
   c.validate(path);
   if (j.contains("feature_map")) {
-    if (c.attention != "linear")
-      throw Error(path + ": a " + short_text(c.attention) + " model has no feature_map (it is " +
-                  "linear attention's phi)");
+    if (c.attention != Attention::Linear)
+      throw Error(path + ": a " + attention_name(c.attention) +
+                  " model has no feature_map (it is linear attention's phi)");
     c.feature_map = parse_feature_map(path, j["feature_map"], c.d_head);
   }
   return c;
@@ -280,8 +301,8 @@ std::string Config::to_json() const {
             {"d_ff", d_ff},
             {"activation", act_name(activation)},
             {"mixtures", mixtures},
-            {"attention", attention}};
-  if (attention == "linear")
+            {"attention", attention_name(attention)}};
+  if (attention == Attention::Linear)
     j["feature_map"] = feature_map_json(feature_map);
   return j.dump(2);
 }
