@@ -10,16 +10,16 @@ import os
 import re
 import sys
 
-# Folders, lowest first; a file may include its own folder and any lower rank. Equal ranks are
-# peers and may not include each other (cpu and cuda are separate backends).
+# The shared folders, lowest first; a file may include its own folder and any lower rank. Every
+# other folder of src/ is a backend (src/cpu, src/cuda, a new src/NAME: known by its place, not by
+# a list), at BACKEND's rank: backends are peers and may not include each other, and only the
+# engine (its registry's one line per backend) and what is above it include them.
 RANKS = {
     "src/base": 0,
     "kernels": 1,
     "src/io": 2,
     "src/model": 3,
     "src/softmax": 4,
-    "src/cpu": 5,
-    "src/cuda": 5,
     "src/engine": 6,
     "src/jobs": 7,
     "src/bench": 7,
@@ -27,7 +27,7 @@ RANKS = {
     "src/serve": 8,
     "src/cli": 9,  # the command: its subcommands, and the server it links
 }
-BELOW_ENGINE = [f for f, r in RANKS.items() if r < RANKS["src/engine"]]
+BACKEND = 5
 NUMERIC_NAMES = r'"(cpu|cuda|fp32|bf16|tf32|fp16)"'
 STRING_COMPARE = re.compile(r'(==|!=)\s*' + NUMERIC_NAMES + '|' + NUMERIC_NAMES + r'\s*(==|!=)')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -38,7 +38,14 @@ def folder_of(path):
     for folder in sorted(RANKS, key=len, reverse=True):
         if path == folder or path.startswith(folder + "/"):
             return folder
+    parts = path.split("/")
+    if len(parts) > 2 and parts[0] == "src":  # a file in a folder of src/ not listed: a backend
+        return "src/" + parts[1]
     return None
+
+
+def rank(folder):
+    return RANKS.get(folder, BACKEND)
 
 
 def main():
@@ -76,10 +83,10 @@ def main():
                                     bad.append(f"{rel}:{n}: a public header includes {resolved}")
                         elif here is None or there is None:
                             bad.append(f"{rel}:{n}: {resolved} is in no layer")
-                        elif there != here and RANKS[there] >= RANKS[here]:
+                        elif there != here and rank(there) >= rank(here):
                             bad.append(f"{rel}:{n}: {here} includes {resolved}, "
-                                       f"{'a peer' if RANKS[there] == RANKS[here] else 'a higher layer'}")
-                    if here in BELOW_ENGINE and STRING_COMPARE.search(line.split("//")[0]):
+                                       f"{'a peer' if rank(there) == rank(here) else 'a higher layer'}")
+                    if here and rank(here) < RANKS["src/engine"] and STRING_COMPARE.search(line.split("//")[0]):
                         bad.append(f"{rel}:{n}: a device or precision compared as a string below "
                                    f"the engine: {line.strip()}")
     for b in bad:

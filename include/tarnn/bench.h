@@ -42,6 +42,9 @@ struct BenchResult {
   // what ran
   std::string model, attention, attention_form, cpu, gpu;
   Device device = Device::Cpu;
+  // the state in this machine's memory (its row's host_state): the per-step times and the GEMM's
+  // peak are reported; else in a device's own: the state's traffic against its bandwidth (`gpu`)
+  bool host = true;
   Precision precision = Precision::Fp32;
   StateFormat state = StateFormat::Fp32;
   int64_t batch = 0;
@@ -67,7 +70,7 @@ struct BenchResult {
   int images = 0, samples = 0, known_bytes = 0;
   double completions_per_second = 0, completions_per_second_stepwise = 0;
   double first_pixel_seconds = 0, first_pixel_seconds_stepwise = 0;
-  // cuda: the state read and written once per step, against the device's bandwidth
+  // !host: the state read and written once per step, against the device's bandwidth
   double state_traffic = 0, peak_bandwidth = 0, state_bound_images_per_second = 0;
   int64_t device_bytes = 0;
   int kernels_per_step = 0; // the kernels of a step's CUDA graph: a profiler's window

@@ -33,6 +33,7 @@ enum class StateFormat { Fp32, Fp16, Bf16 };
 // of the products: docs/PRECISION.md); the others are p.
 Precision head_precision(Precision p);
 
+// A device's name is its backend's row's (src/engine/registry.cpp), the one description of it.
 const char *name(Device d);      // "cpu", "cuda"
 const char *name(Precision p);   // "fp32", "tf32", "bf16"
 const char *name(StateFormat s); // "fp32"
@@ -41,6 +42,7 @@ const char *name(StateFormat s); // "fp32"
 // or tf32 (cuda)", for the help of the command and the bindings.
 const char *describe(Precision p);
 const char *describe(StateFormat s);
+std::string device_help(); // "cpu (...) or cuda (...)", each device's row's words
 std::string precision_help();
 std::string state_format_help();
 

@@ -35,6 +35,8 @@ struct RunOptions {
 };
 
 constexpr int64_t kDefaultCpuBatch = 256;
+// --batch's default on each device, in words ("256 on cpu, as many as fit on cuda")
+std::string batch_help();
 constexpr int64_t kMaxBatch = int64_t(1) << 22;
 constexpr int kMaxThreads = 1024;
 
@@ -61,10 +63,11 @@ RunOptions resolve_run_options(const Config &c, RunOptions o);
 void check_memory(double bytes, const Message &what);
 int64_t physical_memory_bytes();
 
-// Whether this build has the CUDA backend, and the device it would run on ("NVIDIA H100 ...");
-// cuda_device throws Error "no CUDA device: ..." or "... not available in this build ...".
-bool cuda_built();
-std::string cuda_device();
+// Whether this build has the backend of `d`, and the device it would run on, in words ("NVIDIA
+// H100 ..."); device_here throws Error where there is none ("no CUDA device: ...") or the build
+// has no such backend ("... not available in this build ...").
+bool device_built(Device d);
+std::string device_here(Device d);
 
 // A rollout: a set of images stepped through every position, a byte fed where it is known
 // (teacher forcing) and sampled where it is not. Sampling (nothing known), scoring (everything
@@ -93,6 +96,11 @@ struct Rollout {
   // [image, image + n) of `out` hold their final bytes; on a worker thread, maybe several at
   // once. It may throw to stop the run (as a Progress may).
   std::function<void(int64_t image, int64_t n, int t)> grown;
+  // Timing (the benchmark's time per position): when set, every step is run alone and waited
+  // for, and then called with its position and the seconds it took, by each thread that ran it
+  // (a CPU thread's share of the images), maybe several at once. A prefill (the known leading
+  // bytes' positions 0 .. P-1 at once) is one call, at P - 1, with the time of all of them.
+  std::function<void(int t, double seconds)> stepped;
 };
 
 // What a run used and how long it took.
@@ -106,6 +114,7 @@ struct RunInfo {
   double peak_bandwidth = 0; // cuda: bytes/s of device memory, 0 if unknown
   int kernels_per_step = 0;  // cuda: the kernels a step's graph launches (a profiler's window)
   float largest_state = 0;   // cpu, --state fp16: the largest |S| an image's state ended with
+  int threads = 0;           // the CPU threads that ran it (0: a device ran it)
 };
 
 class Backend; // src/model/backend.h: what each device implements
@@ -138,7 +147,7 @@ public:
   // may run jobs on one Engine at once: each gets the images it would get alone.
   RunInfo run(const Rollout &job, const Progress &progress = nullptr);
 
-  // The device's backend, for the library's own tools (the benchmark's timed steps).
+  // The device's backend, for the library's own tools (the benchmark's GEMM peak and counts).
   Backend &backend() { return *backend_; }
 
   // What the runs so far saw that their results do not show, each said once, in the order seen:

@@ -11,7 +11,8 @@ namespace tarnn {
 
 // "linear", "softmax", "softmax-recompute"
 AttentionForm form_of(const std::string &attention);
-const char *describe(AttentionForm f); // "linear attention in RNN mode", ...
+const char *attention_name(AttentionForm f); // form_of's inverse
+const char *describe(AttentionForm f);       // "linear attention in RNN mode", ...
 
 // FLOPs (2 x multiply-adds) of one image at position t. The GEMMs are the same in every form;
 // attention costs 4 d_head^2 per head in RNN mode (update S and read it), 4 d_head (t + 1) over

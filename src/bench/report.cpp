@@ -26,7 +26,7 @@ std::string line(const char *f, ...) {
   return buf;
 }
 
-std::string cpu_text(const BenchResult &r) {
+std::string host_text(const BenchResult &r) {
   const std::string threads = count_of(r.threads, "thread", "threads");
   std::string s =
       line("%s, %s, batch %lld, %s, %s, %s GEMMs, %s state (load average "
@@ -83,7 +83,7 @@ std::string emulated_text(const BenchResult &r) {
   return s;
 }
 
-std::string cuda_text(const BenchResult &r) {
+std::string device_text(const BenchResult &r) {
   std::string s =
       line("%s, %s attention, batch %lld, %s, %s GEMMs, %s state: %.2f images/s (%.3f ms/step, "
            "%.1f GFLOP/s, state traffic %.1f GB/s",
@@ -120,7 +120,7 @@ std::string complete_text(const BenchResult &r) {
 std::string bench_text(const BenchResult &r) {
   if (r.images > 0)
     return complete_text(r);
-  return r.device == Device::Cuda ? cuda_text(r) : cpu_text(r);
+  return r.host ? host_text(r) : device_text(r);
 }
 
 std::string bench_json(const BenchResult &r) {
@@ -158,7 +158,7 @@ std::string bench_json(const BenchResult &r) {
                      {"first_pixel_seconds", r.first_pixel_seconds},
                      {"first_pixel_seconds_stepwise", r.first_pixel_seconds_stepwise}};
     j["machine"] = {{"cpu", r.cpu}, {"threads", r.threads}, {"load_average", r.load_average}};
-  } else if (r.device == Device::Cuda) {
+  } else if (!r.host) {
     j["machine"] = {{"cpu", r.cpu}, {"gpu", r.gpu}, {"load_average", r.load_average}};
     j["tf32"] = r.precision == Precision::Tf32;
     j["seconds_setup"] = r.seconds_setup;

@@ -83,7 +83,7 @@ Command add_info(CLI::App &app) {
   CLI::App *cmd = app.add_subcommand("info", "config, parameter count and state bytes per image");
   add_model_option(cmd, a->model, kDefaultModel);
   cmd->add_option("--device", a->device,
-                  "also the device a run would use there (cpu or cuda), by its name");
+                  "also the device a run would use there, by its name: " + device_help());
   add_report_options(cmd, a->report);
   return {cmd, [a] { return run_info(*a); }};
 }

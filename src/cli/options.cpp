@@ -148,17 +148,17 @@ RunOptions RunArgs::options() const {
 void add_run_options(CLI::App *cmd, RunArgs &a) {
   RunOptions &run = a.run;
   add_number<int64_t>(cmd, "--batch", run.batch,
-                      "images whose state is in memory at once (0, the default: 256 on cpu, as "
-                      "many as fit on cuda)",
+                      "images whose state is in memory at once (0, the default: " + batch_help() +
+                          ")",
                       0, kMaxBatch);
   add_number<int>(cmd, "--threads", run.threads, "CPU threads (0, the default: every core)", 0,
                   kMaxThreads);
-  cmd->add_option("--device", a.device, "backend: cpu or cuda")->capture_default_str();
+  cmd->add_option("--device", a.device, "backend: " + device_help())->capture_default_str();
   cmd->add_option("--precision", a.precision, "the GEMMs: " + precision_help())
       ->capture_default_str();
   cmd->add_option("--state", a.state, "how S and z are stored: " + state_format_help())
       ->capture_default_str();
-  cmd->add_flag("--tf32", a.tf32, "cuda: the same as --precision tf32");
+  cmd->add_flag("--tf32", a.tf32, "the same as --precision tf32");
   cmd->add_flag_callback(
       "--no-prefill", [&run] { run.prefill = false; },
       "feed the known leading bytes step by step instead of all at once (the same bits, slower: "

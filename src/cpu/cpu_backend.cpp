@@ -5,10 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <exception>
 #include <mutex>
-#include <thread>
+#include <random>
 #include <vector>
 
 #include "../../kernels/cpu_features.h"
@@ -20,7 +19,6 @@
 #include "cpu_ops.h"
 #include "tarnn/error.h"
 #include "threads.h"
-#include "timed_steps.h"
 
 namespace tarnn {
 
@@ -52,11 +50,45 @@ using Clock = std::chrono::steady_clock;
 
 struct Stopped {}; // thrown into a worker's rollout when another worker failed
 
+// The matrix-multiply peak of this machine as the engine reaches it: its own GEMM kernel on a
+// compute-bound shape, rows split over the threads as a run splits the batch. Best of 10.
+GemmPeak gemm_peak_on(WorkerTeam &team) {
+  constexpr int kRows = 512, kIn = 1024, kOut = 1024;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-0.03f, 0.03f);
+  Linear l{kOut, kIn, std::vector<float>(size_t(kOut) * kIn), {}};
+  for (float &v : l.w)
+    v = u(rng);
+  l.b.assign(kOut, 0.0f);
+  const PackedLinear p = pack(l);
+  std::vector<float> x(size_t(kRows) * kIn), y(size_t(kRows) * kOut);
+  for (float &v : x)
+    v = u(rng);
+  const int n = std::min(team.size(), kRows);
+  auto once = [&] {
+    team.run([&](int i) {
+      if (i >= n)
+        return;
+      const int first = kRows * i / n, rows = kRows * (i + 1) / n - first;
+      linear_forward(p, &x[size_t(first) * kIn], kIn, rows, &y[size_t(first) * kOut], kOut,
+                     Act::None);
+    });
+  };
+  once(); // warm the caches and the pages
+  double best = 1e30;
+  for (int rep = 0; rep < 10; ++rep) {
+    const auto t0 = Clock::now();
+    once();
+    best = std::min(best, seconds_since(t0));
+  }
+  return {2.0 * kRows * kIn * kOut / best / 1e9, kRows, kIn, kOut};
+}
+
 class CpuBackend : public Backend {
 public:
   // The teams spin where the engine's threads, all at work, fit in the cores it may use.
   CpuBackend(const Model &m, const RunOptions &o, const Knobs &k)
-      : model_(m), options_(o), weights_(m, o.precision), kernels_{k.reference_gemm},
+      : model_(m), options_(o), weights_(m, o.precision), kernels_{k.get("reference_gemm") == "on"},
         teams_(o.threads <= usable_cores().count) {}
 
   std::string device() const override {
@@ -85,7 +117,7 @@ public:
   RunInfo run(const Rollout &job, const Progress &progress) override {
     const Config &c = model_.config;
     const auto t0 = Clock::now();
-    const int threads = int(std::min<int64_t>(options_.threads, std::max<int64_t>(job.count, 1)));
+    const int threads = threads_for(job.count);
     // Each thread's share of the batch: the whole batch's state is in memory at once.
     const int64_t batch = job.batch > 0 ? job.batch : options_.batch;
     const int64_t rows = std::max<int64_t>(1, (batch + threads - 1) / threads);
@@ -93,37 +125,6 @@ public:
     std::vector<std::atomic<int64_t>> done(static_cast<size_t>(threads));
     std::vector<float> largest(static_cast<size_t>(threads), 0.0f); // |S| at the end (fp16)
     FirstError error;
-    std::mutex mutex;
-    std::condition_variable finished;
-    int running = 0;
-    std::vector<std::thread> workers;
-    workers.reserve(size_t(threads));
-    for (int i = 0; i < threads; ++i) {
-      const int64_t first = job.count * i / threads, last = job.count * (i + 1) / threads;
-      try {
-        std::lock_guard<std::mutex> lock(mutex);
-        workers.emplace_back([&, i, first, last] {
-          try {
-            largest[size_t(i)] = share(job, first, last - first, rows,
-                                       std::max(1, options_.threads / threads), [&](int64_t d) {
-                                         done[size_t(i)] = d;
-                                         if (error.failed())
-                                           throw Stopped{};
-                                       });
-          } catch (const Stopped &) {
-          } catch (...) {
-            error.keep(std::current_exception());
-          }
-          std::lock_guard<std::mutex> lock(mutex);
-          --running;
-          finished.notify_all();
-        });
-        ++running;
-      } catch (const std::exception &e) {
-        error.keep(thread_start_error(e));
-        break;
-      }
-    }
     const int64_t total = job.count * steps;
     auto sum = [&] {
       int64_t s = 0;
@@ -131,24 +132,35 @@ public:
         s += d.load();
       return s;
     };
-    // The calling thread reports progress about 5 times a second until the workers are done; a
-    // progress callback that throws (an interrupt) stops them at their next report.
-    std::unique_lock<std::mutex> lock(mutex);
-    while (running > 0) { // `finished` wakes it when a worker ends
-      if (progress && !error.failed()) {
-        lock.unlock();
-        try {
-          progress(sum(), total);
-        } catch (...) {
-          error.keep(std::current_exception());
-        }
-        lock.lock();
-      }
-      finished.wait_for(lock, std::chrono::milliseconds(200));
-    }
-    lock.unlock();
-    for (auto &w : workers)
-      w.join();
+    // One helper of a team per share; the calling thread reports progress about 5 times a second
+    // until they are done, and a progress callback that throws (an interrupt) stops them at their
+    // next report.
+    teams_.lend(threads + 1)
+        ->run_watched(
+            [&](int w) {
+              const int i = w - 1;
+              const int64_t first = job.count * i / threads, last = job.count * (i + 1) / threads;
+              try {
+                largest[size_t(i)] = share(job, first, last - first, rows,
+                                           std::max(1, options_.threads / threads), [&](int64_t d) {
+                                             done[size_t(i)] = d;
+                                             if (error.failed())
+                                               throw Stopped{};
+                                           });
+              } catch (const Stopped &) {
+              } catch (...) {
+                error.keep(std::current_exception());
+              }
+            },
+            [&] {
+              if (progress && !error.failed()) {
+                try {
+                  progress(sum(), total);
+                } catch (...) {
+                  error.keep(std::current_exception());
+                }
+              }
+            });
     error.rethrow();
     if (progress)
       progress(total, total);
@@ -160,14 +172,20 @@ public:
     info.memory_bytes = int64_t(layout.total) * threads;
     info.seconds_steps = seconds_since(t0);
     info.largest_state = *std::max_element(largest.begin(), largest.end());
+    info.threads = threads;
     return info;
   }
 
-  StepTimes time_steps(const TimedSteps &job) override {
-    return time_cpu_steps(model_.config, weights_.view(), options_, kernels_, teams_, job);
+  GemmPeak gemm_peak(int64_t batch) override {
+    return gemm_peak_on(*teams_.lend(threads_for(batch))); // as many threads as such a run's
   }
 
 private:
+  // the threads a run of `count` images has: one share of them each
+  int threads_for(int64_t count) const {
+    return int(std::min<int64_t>(options_.threads, std::max<int64_t>(count, 1)));
+  }
+
   // Images [first, first + count) of the job, `rows` at a time.
   // `prefill_threads`: the threads a prefill may split its GEMMs over (the engine's threads that
   // a job of fewer images than threads leaves free).
@@ -221,10 +239,27 @@ private:
   TeamPool teams_; // the prefills' GEMM threads (and the benchmark's), kept between runs
 };
 
-} // namespace
-
 std::unique_ptr<Backend> make_cpu_backend(const Model &m, const RunOptions &o, const Knobs &k) {
   return std::make_unique<CpuBackend>(m, o, k);
+}
+
+} // namespace
+
+const BackendRow &cpu_row() {
+  static const BackendRow row{
+      Device::Cpu,
+      "cpu",
+      "this machine's cores",
+      kCpuPrecisions,
+      {{Precision::Tf32, "TF32 is a GPU tensor-core format"}},
+      kCpuStates,
+      {AttentionForm::Linear, AttentionForm::Softmax, AttentionForm::Recompute},
+      kDefaultCpuBatch,
+      "256",
+      true,
+      {"reference_gemm"}, // "on": the plain reference GEMM
+      &make_cpu_backend};
+  return row;
 }
 
 } // namespace tarnn

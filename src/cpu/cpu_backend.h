@@ -14,7 +14,7 @@ inline const std::vector<Precision> kCpuPrecisions = {Precision::Fp32, Precision
                                                       Precision::Int8};
 inline const std::vector<StateFormat> kCpuStates = {StateFormat::Fp32, StateFormat::Fp16};
 
-// `o` is resolved (resolve_run_options).
-std::unique_ptr<Backend> make_cpu_backend(const Model &m, const RunOptions &o, const Knobs &k);
+// The CPU's row in the registry (engine/registry.h): what it runs and how it is made.
+const BackendRow &cpu_row();
 
 } // namespace tarnn

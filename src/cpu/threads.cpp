@@ -77,7 +77,8 @@ void WorkerTeam::helper(int i) {
     } catch (...) {
       error_->keep(std::current_exception());
     }
-    if (pending_.fetch_sub(1, std::memory_order_release) == 1 && !spin_) {
+    const bool wake = !spin_ || watched_.load(std::memory_order_relaxed); // read before the
+    if (pending_.fetch_sub(1, std::memory_order_release) == 1 && wake) {  // caller may reset it
       std::lock_guard<std::mutex> lock(mutex_); // the caller, asleep or about to be, is woken
       done_.notify_one();
     }
@@ -106,6 +107,35 @@ void WorkerTeam::run(const std::function<void(int)> &f) {
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
   }
+  error.rethrow();
+}
+
+void WorkerTeam::run_watched(const std::function<void(int)> &f,
+                             const std::function<void()> &watch) {
+  FirstError error;
+  job_ = &f;
+  error_ = &error;
+  watched_ = true;
+  pending_.store(int(helpers_.size()), std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  std::unique_lock<std::mutex> lock(mutex_);
+  do { // at least once, however soon the helpers are done
+    lock.unlock();
+    try {
+      watch();
+    } catch (...) {
+      error.keep(std::current_exception());
+    }
+    lock.lock();
+    done_.wait_for(lock, std::chrono::milliseconds(200),
+                   [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  } while (pending_.load(std::memory_order_acquire) > 0);
+  watched_ = false;
+  lock.unlock();
   error.rethrow();
 }
 

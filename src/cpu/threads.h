@@ -48,6 +48,11 @@ public:
 
   int size() const { return int(helpers_.size()) + 1; }
   void run(const std::function<void(int)> &f);
+  // The same, but the caller runs none of f: the helpers run f(1) .. f(n - 1) while the caller
+  // calls watch() once, then about 5 times a second until they are done (a job's progress, reported on the
+  // calling thread; an exception of watch stops nothing by itself: it is rethrown at the end,
+  // and f should watch failed() of what watch() reports to).
+  void run_watched(const std::function<void(int)> &f, const std::function<void()> &watch);
 
 private:
   void helper(int i);
@@ -59,7 +64,8 @@ private:
   std::atomic<uint64_t> generation_{0}; // one more per run
   std::atomic<int> pending_{0};         // helpers still in the current run
   std::atomic<bool> stopping_{false};
-  bool spin_; // no more threads at work than cores
+  bool spin_;                        // no more threads at work than cores
+  std::atomic<bool> watched_{false}; // the caller waits in run_watched: wake it whatever spin_
   const std::function<void(int)> *job_ = nullptr;
   FirstError *error_ = nullptr;
 };

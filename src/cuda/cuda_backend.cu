@@ -161,6 +161,38 @@ Gemm::Inputs gemm_inputs(Precision p) {
   throw Error(std::string("the CUDA backend has no ") + name(p) + " GEMM");
 }
 
+// The GEMM path: one cuBLASLt algorithm per shape with bias and ReLU fused (the engine's), or for
+// comparisons (docs/CUDA.md) cuBLAS's own choice per size, or the bias and ReLU in their own
+// kernel (the knob "gemm": TARNN_GEMM=cublas|unfused). bf16 always runs the first.
+enum class CudaGemm { Fixed, Cublas, Unfused };
+
+CudaGemm gemm_path(const Knobs &k) {
+  const std::string g = k.get("gemm");
+  if (g.empty())
+    return CudaGemm::Fixed;
+  if (g == "cublas")
+    return CudaGemm::Cublas;
+  if (g == "unfused")
+    return CudaGemm::Unfused;
+  throw Error("TARNN_GEMM=" + g + ": not a GEMM path (cublas, unfused; unset: the engine's)");
+}
+
+// cuda with bf16 GEMMs: each GEMM input written in bf16 by the kernel that makes it (the engine's:
+// the LayerNorm beside its fp32 x, the first feed-forward GEMM's epilogue; docs/CUDA.md), or
+// written in fp32 and rounded by a pass of its own before each GEMM (the path before issue 41, to
+// compare; the knob "bf16_inputs": TARNN_BF16_INPUTS=rounded). The same bits either way.
+enum class CudaBf16Inputs { Written, Rounded };
+
+CudaBf16Inputs bf16_inputs_path(const Knobs &k) {
+  const std::string i = k.get("bf16_inputs");
+  if (i.empty())
+    return CudaBf16Inputs::Written;
+  if (i == "rounded")
+    return CudaBf16Inputs::Rounded;
+  throw Error("TARNN_BF16_INPUTS=" + i +
+              ": not a path for bf16 GEMMs' inputs (rounded; unset: the engine's)");
+}
+
 // A stream and a cuBLAS handle on it. FP32 GEMMs by default (the same products as the CPU's to
 // float rounding); TF32 tensor cores, or bf16 inputs with fp32 sums, on request.
 struct Gpu {
@@ -612,8 +644,9 @@ int64_t free_memory() {
 class CudaBackend : public Backend {
 public:
   CudaBackend(const Model &m, const RunOptions &o, const Knobs &k)
-      : model_(m), options_(o), graph_(k.graph), bf16_inputs_(k.cuda_bf16_inputs),
-        gpu_((check_supported(m.config), gemm_inputs(o.precision)), k.cuda_gemm),
+      : model_(m), options_(o), graph_(k.get("graph", "on") == "on"),
+        bf16_inputs_(bf16_inputs_path(k)),
+        gpu_((check_supported(m.config), gemm_inputs(o.precision)), gemm_path(k)),
         weights_(m.weights, o.precision) {
     // every layer's GEMM algorithm chosen and checked at every batch size now, not at its first
     // call (gemm.h: Gemm::prepare)
@@ -685,29 +718,9 @@ public:
     return info;
   }
 
-  // Linear attention only (the softmax baselines run on the CPU): one rollout of the first
-  // positions, timed whole (its steps are graph launches the host does not wait for).
-  StepTimes time_steps(const TimedSteps &job) override {
-    if (job.form != AttentionForm::Linear)
-      throw Error({param("device", "cuda"),
-                   " runs linear attention; the softmax baselines run on the CPU"});
-    const Config &c = model_.config;
-    const int steps = int(job.positions.size());
-    for (int i = 0; i < steps; ++i)
-      if (job.positions[size_t(i)] != i)
-        throw Error("the CUDA backend times the first positions of a rollout, in order");
-    std::vector<uint8_t> out(size_t(job.batch) * c.bytes_per_image());
-    Rollout r;
-    r.count = job.batch;
-    r.out = out.data();
-    r.positions = steps; // r.batch 0: the engine's, which planned job.batch
-    StepTimes t;
-    moved_since_last(1, 1); // the counts start here
-    t.info = run(r, job.progress);
-    t.emulated_bytes = moved_since_last(double(job.batch) * steps, steps);
-    t.seconds = t.info.seconds_steps;
-    t.memory_bytes_per_image = state_bytes_per_image(c, options_.state);
-    return t;
+  // The emulated device's counts since the last call (empty on a GPU).
+  std::vector<KernelBytes> bytes_moved(double image_steps, double steps) override {
+    return moved_since_last(image_steps, steps);
   }
 
 private:
@@ -774,9 +787,9 @@ int64_t CudaDecoder::state_bytes() const { return int64_t(impl_->mem.layout.stat
 } // namespace tarnn
 
 // The plugin's one entry point (plugin_api.h).
-extern "C" const tarnn::CudaPluginApi *tarnn_cuda_plugin() {
+extern "C" const tarnn::BackendPlugin *tarnn_backend_plugin() {
   static const std::string version = std::string(tarnn::version()) + " " + tarnn::git_commit();
-  static const tarnn::CudaPluginApi api{tarnn::kCudaPluginAbi, version.c_str(),
+  static const tarnn::BackendPlugin api{tarnn::kPluginAbi, version.c_str(), "cuda",
                                         &tarnn::cuda_require_device,
                                         &tarnn::make_cuda_backend_here};
   return &api;

@@ -33,19 +33,6 @@ std::string upper(std::string s) {
   return s;
 }
 
-// Why a precision runs on some devices only: said in its refusal.
-const char *only_some_because(Precision p) {
-  switch (p) {
-  case Precision::Tf32:
-    return "TF32 is a GPU tensor-core format";
-  case Precision::Int8:
-  case Precision::Fp32:
-  case Precision::Bf16:
-    break;
-  }
-  return "";
-}
-
 // "precision tf32 runs on cuda only (...); the CPU has fp32, bf16 and int8"
 Message lacking(const char *field, const std::string &value, const std::string &why,
                 std::vector<Device> where, Device d, const std::string &it_has) {
@@ -57,36 +44,38 @@ Message lacking(const char *field, const std::string &value, const std::string &
 }
 
 // The environment's engine switches (docs/ENVIRONMENT.md), CUDA's paths for comparisons:
-// TARNN_GEMM=cublas|unfused, the GEMMs; TARNN_BF16_INPUTS=rounded, bf16 GEMMs' inputs.
+// TARNN_GEMM, the knob "gemm"; TARNN_BF16_INPUTS, the knob "bf16_inputs" (the backend that reads
+// each checks its value).
 Knobs knobs_from_environment() {
   Knobs k;
-  const char *gemm = std::getenv("TARNN_GEMM");
-  const std::string g = gemm ? gemm : "";
-  if (g == "cublas")
-    k.cuda_gemm = CudaGemm::Cublas;
-  else if (g == "unfused")
-    k.cuda_gemm = CudaGemm::Unfused;
-  else if (!g.empty())
-    throw Error("TARNN_GEMM=" + g + ": not a GEMM path (cublas, unfused; unset: the engine's)");
-  const char *inputs = std::getenv("TARNN_BF16_INPUTS");
-  const std::string i = inputs ? inputs : "";
-  if (i == "rounded")
-    k.cuda_bf16_inputs = CudaBf16Inputs::Rounded;
-  else if (!i.empty())
-    throw Error("TARNN_BF16_INPUTS=" + i +
-                ": not a path for bf16 GEMMs' inputs (rounded; unset: the engine's)");
+  if (const char *gemm = std::getenv("TARNN_GEMM"); gemm && *gemm)
+    k.set("gemm", gemm);
+  if (const char *inputs = std::getenv("TARNN_BF16_INPUTS"); inputs && *inputs)
+    k.set("bf16_inputs", inputs);
   return k;
+}
+
+// Every knob is one some row reads (a misspelt name is a test that checks nothing).
+void check_knobs(const Knobs &knobs) {
+  for (const auto &[knob, value] : knobs.values) {
+    bool known = false;
+    for (Device d : all_devices())
+      for (const char *k : backend_entry(d).knobs)
+        known = known || knob == k;
+    if (!known)
+      throw Error("a knob no backend reads: " + knob + "=" + value);
+  }
 }
 
 // A softmax model (config.json "attention": "softmax") runs its jobs through a KV cache: on the
 // devices whose backend has one (the registry's forms), and in fp32 only (a KV cache is not the
 // linear state --state describes; fp32 is the default, so a run that leaves --state out passes).
-void check_softmax_options(const RunOptions &o, const BackendEntry &device) {
+void check_softmax_options(const RunOptions &o, const BackendRow &device) {
   if (!has(device.forms, AttentionForm::Softmax))
     throw Error({param("device", name(o.device)),
                  " runs linear attention only, and this model's config.json says attention "
                  "\"softmax\": run it with ",
-                 param("device", "cpu"), " (its KV cache is on the CPU)"});
+                 param("device", devices_with(AttentionForm::Softmax)), " (a KV cache)"});
   if (o.state != StateFormat::Fp32)
     throw Error({param("state", name(o.state)),
                  " stores linear attention's state S; this model's attention is softmax, whose "
@@ -97,7 +86,7 @@ void check_softmax_options(const RunOptions &o, const BackendEntry &device) {
 } // namespace
 
 void check_run_options(const RunOptions &o) {
-  const BackendEntry &device = backend_entry(o.device);
+  const BackendRow &device = backend_entry(o.device);
   if (o.batch < 0 || o.batch > kMaxBatch)
     throw Error({param("batch"), " must be in [0, " + std::to_string(kMaxBatch) +
                                      "] (0: the device's default) (got " + std::to_string(o.batch) +
@@ -111,8 +100,12 @@ void check_run_options(const RunOptions &o) {
     for (Device d : all_devices())
       if (has(backend_entry(d).precisions, o.precision))
         where.push_back(d);
-    throw Error(lacking("precision", name(o.precision), only_some_because(o.precision), where,
-                        o.device, names(device.precisions)));
+    const char *why = "";
+    for (const Refusal &r : device.refused)
+      if (r.precision == o.precision)
+        why = r.why;
+    throw Error(
+        lacking("precision", name(o.precision), why, where, o.device, names(device.precisions)));
   }
   if (const char *why = refusal(o.state))
     throw Error({param("state", name(o.state)), std::string(": refused: ") + why});
@@ -141,7 +134,7 @@ float sampling_temperature(double t) {
 
 RunOptions resolve_run_options(const Config &c, RunOptions o) {
   check_run_options(o);
-  const BackendEntry &device = backend_entry(o.device);
+  const BackendRow &device = backend_entry(o.device);
   if (keeps_kv_cache(c))
     check_softmax_options(o, device);
   if (o.threads == 0) {
@@ -178,7 +171,8 @@ struct Engine::Notes {
 Engine::Engine(Model model, const RunOptions &options, const Knobs &knobs)
     : model_(std::make_unique<const Model>(std::move(model))),
       options_(resolve_run_options(model_->config, options)), notes_(std::make_unique<Notes>()) {
-  backend_ = backend_entry(options_.device).make(*model_, options_, knobs);
+  check_knobs(knobs);
+  backend_ = make_backend(backend_entry(options_.device), *model_, options_, knobs);
 }
 
 std::vector<Message> Engine::warnings() const {

@@ -1,38 +1,97 @@
 #include "registry.h"
 
+#include <algorithm>
+
 #include "../cpu/cpu_backend.h"
-#include "../cuda/plan.h"
-#include "cuda_loader.h"
+#include "../cuda/row.h"
+#include "plugins.h"
 #include "tarnn/error.h"
 
 namespace tarnn {
 
+const std::vector<const BackendRow *> &backend_rows() {
+  static const std::vector<const BackendRow *> rows = {&cpu_row(), &cuda_row()};
+  return rows;
+}
+
+const BackendRow &backend_entry(Device d) {
+  for (const BackendRow *r : backend_rows())
+    if (r->device == d)
+      return *r;
+  throw Error("a device without a row in the registry"); // a bug, said plainly
+}
+
+std::unique_ptr<Backend> make_backend(const BackendRow &row, const Model &m, const RunOptions &o,
+                                      const Knobs &k) {
+  if (row.make)
+    return row.make(m, o, k);
+  return backend_plugin(row.name).make_backend(m, o, k);
+}
+
 namespace {
 
-const BackendEntry kBackends[] = {
-    {Device::Cpu,
-     kCpuPrecisions,
-     kCpuStates,
-     {AttentionForm::Linear, AttentionForm::Softmax, AttentionForm::Recompute},
-     kDefaultCpuBatch,
-     true,
-     &make_cpu_backend},
-    {Device::Cuda,
-     kCudaPrecisions,
-     kCudaStates,
-     {AttentionForm::Linear},
-     0,
-     false,
-     &make_cuda_backend},
-};
+bool built(const BackendRow &r) { return r.make || plugin_built(r.name); }
 
 } // namespace
 
-const BackendEntry &backend_entry(Device d) {
-  for (const BackendEntry &e : kBackends)
-    if (e.device == d)
-      return e;
-  throw Error({param("device", name(d)), " has no backend"});
+std::string devices_with(AttentionForm f) {
+  std::string s;
+  for (const BackendRow *r : backend_rows())
+    if (std::find(r->forms.begin(), r->forms.end(), f) != r->forms.end())
+      s += (s.empty() ? "" : " or ") + std::string(r->name);
+  return s;
+}
+
+// The public face of the rows (include/tarnn/numerics.h, run.h)
+
+const char *name(Device d) { return backend_entry(d).name; }
+
+std::vector<Device> all_devices() {
+  std::vector<Device> v;
+  for (const BackendRow *r : backend_rows())
+    v.push_back(r->device);
+  return v;
+}
+
+// Every row's name (making a backend not in this build says so), listing those built.
+Device parse_device(const std::string &s) {
+  std::string listed;
+  for (const BackendRow *r : backend_rows()) {
+    if (s == r->name)
+      return r->device;
+    if (built(*r))
+      listed += (listed.empty() ? "" : ", ") + std::string(r->name);
+  }
+  throw Error({param("device", s), " is not available in this build (" + listed + ")"});
+}
+
+std::string device_help() {
+  std::string s;
+  const std::vector<const BackendRow *> &rows = backend_rows();
+  for (size_t i = 0; i < rows.size(); ++i)
+    s += std::string(i == 0                 ? ""
+                     : i + 1 == rows.size() ? " or "
+                                            : ", ") +
+         rows[i]->name + " (" + rows[i]->what + (built(*rows[i]) ? "" : "; not in this build") +
+         ")";
+  return s;
+}
+
+std::string batch_help() {
+  std::string s;
+  const std::vector<const BackendRow *> &rows = backend_rows();
+  for (size_t i = 0; i < rows.size(); ++i)
+    s += std::string(i == 0 ? "" : ", ") + rows[i]->batch_help + " on " + rows[i]->name;
+  return s;
+}
+
+bool device_built(Device d) { return built(backend_entry(d)); }
+
+std::string device_here(Device d) {
+  const BackendRow &r = backend_entry(d);
+  if (r.make) // in the library: this machine
+    return r.what;
+  return backend_plugin(r.name).device();
 }
 
 } // namespace tarnn

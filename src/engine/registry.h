@@ -1,6 +1,7 @@
-// The backends, found by device: what each one runs (its precisions and state formats), where it
-// keeps the state, and how it is made. Engine and resolve_run_options read this table and nothing
-// else about a device; a new backend is a folder of its own and one row here.
+// The backends, found by device: each one's row (model/backend.h: BackendRow), declared in its own
+// folder and listed once in registry.cpp. Engine, resolve_run_options, the benchmark and every
+// name, help text and refusal of a device read these rows and nothing else about a device; a new
+// backend is a folder of its own and one line in registry.cpp.
 #pragma once
 
 #include <memory>
@@ -10,18 +11,17 @@
 
 namespace tarnn {
 
-struct BackendEntry {
-  Device device;
-  std::vector<Precision> precisions; // what its GEMMs run
-  std::vector<StateFormat> states;   // how it may store S and z
-  std::vector<AttentionForm> forms;  // what the benchmark may time on it (Backend::time_steps)
-  int64_t default_batch;             // --batch 0 means this; 0: as many as fit, per job
-  bool host_state;                   // S and z in this machine's memory (check_memory counts it)
-  // `options` are resolved; throws Error when the device cannot run the model
-  std::unique_ptr<Backend> (*make)(const Model &, const RunOptions &options, const Knobs &);
-};
+// The row of `d` (every Device has one; whether it is in this build, making it says).
+const BackendRow &backend_entry(Device d);
 
-// The entry of `d` (every Device has one; whether it is in this build, making it says).
-const BackendEntry &backend_entry(Device d);
+// Every row, in the order of the help texts.
+const std::vector<const BackendRow *> &backend_rows();
+
+// "cpu", or "cpu or X": the devices whose rows run the attention form f (for messages)
+std::string devices_with(AttentionForm f);
+
+// The backend of the row, made by the library or by the row's plugin (engine/plugins.h).
+std::unique_ptr<Backend> make_backend(const BackendRow &row, const Model &m, const RunOptions &o,
+                                      const Knobs &k);
 
 } // namespace tarnn

@@ -1,8 +1,10 @@
 // What a device implements behind Engine (include/tarnn/run.h): a model made ready on it (weights
-// in the device's layout, once) that runs rollouts, and the benchmark's timed steps. One folder
-// per device (src/cpu, src/cuda); src/engine finds them by name (engine/registry.h).
+// in the device's layout, once) that runs rollouts (the jobs' and the benchmark's); and its row,
+// the one description of the device. One folder per device (src/cpu, src/cuda), each declaring
+// its row; src/engine lists the rows (engine/registry.cpp) and reads nothing else about a device.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,52 +15,62 @@
 
 namespace tarnn {
 
-// cuda's GEMM path: one cuBLASLt algorithm per shape with bias and ReLU fused (the engine's), or
-// for comparisons (docs/CUDA.md) cuBLAS's own choice per size, or the bias and ReLU in their own
-// kernel. bf16 always runs the first.
-enum class CudaGemm { Fixed, Cublas, Unfused };
-
-// cuda with bf16 GEMMs: each GEMM input written in bf16 by the kernel that makes it (the engine's:
-// the LayerNorm beside its fp32 x, the first feed-forward GEMM's epilogue; docs/CUDA.md), or
-// written in fp32 and rounded by a pass of its own before each GEMM (the path before issue 41, to
-// compare). The same bits either way.
-enum class CudaBf16Inputs { Written, Rounded };
-
-// Switches for tests and comparisons: never set by a user, so not in RunOptions. The engine
-// reads the one that comes from the environment (TARNN_GEMM, docs/ENVIRONMENT.md); tests set the
-// others through engine/testing.h.
+// Switches for tests and comparisons: never set by a user, so not in RunOptions. Each is a name
+// and a value that one backend reads, as its row lists (BackendRow::knobs: cpu's
+// "reference_gemm", cuda's "graph", "gemm" and "bf16_inputs"); the engine refuses a name no row
+// lists. Those from the environment (TARNN_GEMM, TARNN_BF16_INPUTS, docs/ENVIRONMENT.md) are read
+// by the engine as "gemm" and "bf16_inputs"; tests set the others through engine/testing.h.
 struct Knobs {
-  bool reference_gemm = false; // cpu: the plain reference GEMM instead of the packed one
-  bool graph = true;           // cuda: replay each step as a CUDA graph (false: plain launches)
-  CudaGemm cuda_gemm = CudaGemm::Fixed;
-  CudaBf16Inputs cuda_bf16_inputs = CudaBf16Inputs::Written;
+  std::map<std::string, std::string> values;
+  Knobs &set(const std::string &name, const std::string &value) {
+    values[name] = value;
+    return *this;
+  }
+  // the value of `name`, or `otherwise` where it is not set
+  std::string get(const std::string &name, const std::string &otherwise = "") const {
+    const auto it = values.find(name);
+    return it == values.end() ? otherwise : it->second;
+  }
 };
 
 // The attention the benchmark times with the model's weights: linear attention in RNN mode, or
 // the paper's softmax baselines (a KV cache; the whole prefix recomputed every step).
 enum class AttentionForm { Linear, Softmax, Recompute };
 
-// The benchmark's job (src/bench): `batch` images generated from position 0, every image of the
-// batch stepping together, each position in `positions` (ascending) timed from the first image's
-// start to the last image's end. Positions not listed are skipped: the time of a step does not
-// depend on the values in the state, cache or prefix.
-struct TimedSteps {
-  AttentionForm form = AttentionForm::Linear;
-  int64_t batch = 0;
-  std::vector<int> positions;
-  Progress progress; // (positions timed x batch, of all to time); may throw to stop
+// This device's GEMM on a compute-bound shape, as the engine reaches it (the benchmark's peak).
+struct GemmPeak {
+  double gflops = 0; // 0: not measured
+  int rows = 0, in = 0, out = 0;
 };
 
-struct StepTimes {
-  std::vector<std::pair<int, double>> at; // (position, seconds) where each is timed alone
-  double seconds = 0;                     // all the positions
-  int threads = 0;
-  int64_t memory_bytes_per_image = 0; // what the form holds per image at full length
-  RunInfo info;
-  // this device's GEMM on a compute-bound shape, as the engine reaches it (0: not measured)
-  double peak_gflops = 0;
-  int peak_rows = 0, peak_in = 0, peak_out = 0;
-  std::vector<KernelBytes> emulated_bytes; // the emulated device's counts (bench.h)
+class Backend;
+
+// A precision a device's GEMMs do not run, and why (said when a run asks for it there).
+struct Refusal {
+  Precision precision;
+  const char *why;
+};
+
+// A device as the library knows it: every word and check about a device comes from its row.
+struct BackendRow {
+  Device device;
+  const char *name;                  // --device's value, JSON's "device" ("cpu")
+  const char *what;                  // for help texts ("this machine's cores")
+  std::vector<Precision> precisions; // what its GEMMs run
+  std::vector<Refusal> refused;      // the precisions it does not run that deserve a reason
+  std::vector<StateFormat> states;   // how it may store S and z
+  // the attentions it runs: linear; softmax (a KV cache: a softmax model's jobs and the
+  // benchmark's baseline); recompute (the benchmark's other baseline)
+  std::vector<AttentionForm> forms;
+  int64_t default_batch;  // --batch 0 means this; 0: as many as fit, per job
+  const char *batch_help; // that default in words ("256", "as many as fit")
+  bool host_state;        // S and z in this machine's memory (check_memory counts it); else in
+                          // the device's: the benchmark reports the state's traffic
+  std::vector<const char *> knobs; // the Knobs it reads
+  // made by a function in the library, or (null) by the plugin of the same name, loaded the
+  // first time (model/plugin_api.h). `options` are resolved; throws Error when the device cannot
+  // run the model.
+  std::unique_ptr<Backend> (*make)(const Model &, const RunOptions &options, const Knobs &);
 };
 
 class Backend {
@@ -69,7 +81,18 @@ public:
   // results as one after the other.
   virtual RunInfo run(const Rollout &job, const Progress &progress) = 0;
   virtual int64_t batch_for(int64_t count) const = 0; // images a run of `count` holds at once
-  virtual StepTimes time_steps(const TimedSteps &job) = 0;
+  // The benchmark's two figures beside its runs' times, where the device has them: its GEMM's
+  // peak, and what its kernels moved in device memory since the last call, per image-step
+  // (`image_steps` and `steps` since then: the emulated device's counts, bench.h).
+  // (the peak as a run of `batch` images reaches it: on the threads such a run has)
+  virtual GemmPeak gemm_peak(int64_t batch) {
+    (void)batch;
+    return {};
+  }
+  virtual std::vector<KernelBytes> bytes_moved(double image_steps, double steps) {
+    (void)image_steps, (void)steps;
+    return {};
+  }
 };
 
 } // namespace tarnn

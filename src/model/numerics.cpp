@@ -17,8 +17,6 @@ template <class E> struct Row {
   int max_positions = 0;         // state formats: the longest image the study accepts (0: any)
 };
 
-constexpr Row<Device> kDevices[] = {{Device::Cpu, "cpu", "cpu", ""},
-                                    {Device::Cuda, "cuda", "cuda", ""}};
 constexpr Row<Precision> kPrecisions[] = {
     {Precision::Fp32, "fp32", "fp32", "exact reference"},
     {Precision::Bf16, "bf16", "bf16", "bfloat16 inputs, fp32 sums"},
@@ -86,7 +84,6 @@ template <class E, size_t N> std::string listed(const Row<E> (&rows)[N]) {
 
 } // namespace
 
-const char *name(Device d) { return name_in(kDevices, d); }
 const char *name(Precision p) { return name_in(kPrecisions, p); }
 const char *name(StateFormat s) { return name_in(kStates, s); }
 
@@ -120,20 +117,8 @@ const char *refusal(StateFormat s) {
   return nullptr;
 }
 
-std::vector<Device> all_devices() { return values_in(kDevices); }
 std::vector<Precision> all_precisions() { return values_in(kPrecisions); }
 std::vector<StateFormat> all_state_formats() { return values_in(kStates); }
-
-Device parse_device(const std::string &s) {
-  if (const auto *r = find_in(kDevices, s))
-    return r->value;
-#ifdef TARNN_HAVE_CUDA
-  const std::string built = "cpu, cuda";
-#else
-  const std::string built = "cpu";
-#endif
-  throw Error({param("device", s), " is not available in this build (" + built + ")"});
-}
 
 Precision parse_precision(const std::string &s) {
   if (const auto *r = find_in(kPrecisions, s))

@@ -10,12 +10,14 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <type_traits>
 #include <vector>
 
 #include "../../kernels/state_format.h"
+#include "../base/util.h"
 #include "batch.h"
 #include "prefill.h"
 #include "tarnn/run.h"
@@ -124,17 +126,29 @@ float rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hoo
     };
     if constexpr (!std::is_same_v<Pre, NoPrefill>) // positions 0 .. P-1 at once (prefill.h)
       if (pre) {
+        const auto t0 = std::chrono::steady_clock::now();
         t = prefill(ops, *pre, c, job, image0, n, p0.data(), p, steps, [&](int64_t positions) {
           if (hook) // a stop is taken after each image's prefill, not after the chunk's
             hook(image0 * steps + positions);
         });
+        if (t > 0 && job.stepped) { // the prefill's positions at once: one report, at its last
+          ops.sync();
+          job.stepped(t - 1, seconds_since(t0));
+        }
         if (t > 0)
           report();
       }
     ops.upload(b.params, &p, sizeof p);
     while (t < steps) {
-      const int k = hook || job.grown ? std::min(report_every, steps - t) : steps - t;
+      const int k = job.stepped         ? 1
+                    : hook || job.grown ? std::min(report_every, steps - t)
+                                        : steps - t;
+      const auto t0 = std::chrono::steady_clock::now();
       ops.steps(n, k);
+      if (job.stepped) {
+        ops.sync();
+        job.stepped(t, seconds_since(t0));
+      }
       t += k;
       if (hook || job.grown) {
         ops.sync();

@@ -441,13 +441,16 @@ std::string model_doc() {
   return "Model(path, device='cpu', threads=None, precision='fp32', batch=None, state='fp32')\n\n"
          "path: a model folder (config.json + model.safetensors), or an installed model's name "
          "('mnist'), found as `tarnn --model` finds it; a str or an os.PathLike.\n"
-         "device: 'cpu' or 'cuda'.\n"
+         "device: " +
+         device_help() +
+         ".\n"
          "threads: CPU threads (None: every core).\n"
          "precision: the GEMMs: " +
          precision_help() +
          ".\n"
-         "batch: images whose state is in memory at once (None: 256 on the CPU, what fits on "
-         "the GPU).\n"
+         "batch: images whose state is in memory at once (None: " +
+         batch_help() +
+         ").\n"
          "state: how S and z are stored: " +
          state_format_help() + ".";
 }

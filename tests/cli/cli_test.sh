@@ -165,7 +165,7 @@ for f in bench-time-per-pixel.png bench-images-per-second.png; do
   [ -s "$work/plots/$f" ] && ok || bad "plot_bench.py did not write $f"
 done
 grep -q "softmax, recompute prefix | 2 | all 39" "$work/out" && ok || bad "plot_bench.py table: $(cat "$work/out")"
-expect_error "of KV cache needs" "$TARNN" bench --shape cifar10 --attention softmax --batch 10000
+expect_error "the KV cache of every image, at the last position) needs" "$TARNN" bench --shape cifar10 --attention softmax --batch 10000
 
 # --- the shipped model: the README's sampling command writes a grid of 64 digits (not under the
 # sanitizers: 2 minutes there, and the same code as the MNIST-size runs above)

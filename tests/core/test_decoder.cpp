@@ -29,7 +29,7 @@ RunOptions run_options(int64_t batch, int threads, Precision precision = Precisi
 // An engine on the packed GEMM, or with `reference` on the plain one.
 Engine engine_of(const Model &m, const RunOptions &o, bool reference) {
   Knobs k;
-  k.reference_gemm = reference;
+  k.set("reference_gemm", reference ? "on" : "off");
   return engine_with(m, o, k);
 }
 

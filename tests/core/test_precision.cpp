@@ -28,7 +28,7 @@ Engine engine(Precision precision, int batch, int threads, bool reference = fals
   o.batch = batch;
   o.threads = threads;
   Knobs k;
-  k.reference_gemm = reference;
+  k.set("reference_gemm", reference ? "on" : "off");
   return engine_with(model(), o, k);
 }
 
@@ -48,6 +48,17 @@ void expect_fast_path_equals_the_reference(Precision p, StateFormat s) {
 }
 
 } // namespace
+
+// A knob is read by the backend whose row lists it: a misspelt one, which would check nothing, is
+// refused.
+TEST(Knobs, OneNoBackendReadsIsRefused) {
+  Knobs k;
+  k.set("refrence_gemm", "on");
+  EXPECT_NE(error_of([&] {
+              engine_with(model(), RunOptions(), k);
+            }).find("a knob no backend reads: refrence_gemm=on"),
+            std::string::npos);
+}
 
 TEST(PrecisionBf16, SameImagesForAnyBatchAndThreadCount) {
   expect_same_images_for_any_batch_and_threads(Precision::Bf16);
@@ -143,6 +154,10 @@ TEST(Precision, NamesParseBackToTheirValues) {
   }
   EXPECT_EQ(std::string(name(Precision::Bf16)), "bf16");
   EXPECT_EQ(std::string(name(Device::Cuda)), "cuda");
+  // the devices' names and help come from their registry rows, each one's own words
+  EXPECT_EQ(device_help().find("cpu (this machine's cores)"), 0u) << device_help();
+  EXPECT_NE(device_help().find(" or cuda (an NVIDIA GPU"), std::string::npos) << device_help();
+  EXPECT_EQ(batch_help(), "256 on cpu, as many as fit on cuda");
   EXPECT_EQ(error_of([] { parse_precision("fp16"); }),
             "precision fp16: not a precision (fp32, bf16, int8, or tf32 on cuda)");
   EXPECT_NE(error_of([] { parse_device("tpu"); }).find("device tpu is not available in this build"),
@@ -190,6 +205,9 @@ TEST(Errors, NameFieldsNotFlags) {
   big.state = StateFormat::Fp16;
   Config tall = Config::mnist();
   tall.height = tall.width = 64; // beyond what fp16 was measured for
+  BenchOptions baseline;         // the softmax baselines, where the device's row has no KV cache
+  baseline.run.device = Device::Cuda;
+  baseline.attention = "softmax";
   const std::vector<std::pair<std::function<void()>, std::string>> errors = {
       {[] { parse_device("tpu"); }, "device tpu is not available in this build"},
       {[] { parse_precision("fp16"); }, "precision fp16: not a precision"},
@@ -198,6 +216,7 @@ TEST(Errors, NameFieldsNotFlags) {
       {[&] { check_run_options(threads); }, "threads must be in [0, "},
       {[&] { check_run_options(tf32); }, "precision tf32 runs on cuda only"},
       {[&] { resolve_run_options(tall, big); }, "state fp16 is measured up to 3071 positions"},
+      {[&] { check_bench_options(baseline); }, "device cuda runs linear attention only: "},
       {[] { sampling_temperature(0); }, "temperature must be a finite number above 0"},
       {[] { parse_index_list("3-1", 10); }, "index: range '3-1' runs backwards"},
       {[] { parse_index_list("20", 16); }, "index: image 20 is out of range"},

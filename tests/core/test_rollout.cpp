@@ -3,6 +3,7 @@
 // watched as they grow (Rollout::grown), the columns shown being the final ones.
 #include <cmath>
 #include <gtest/gtest.h>
+#include <map>
 #include <mutex>
 
 #include "tarnn/tarnn.h"
@@ -164,5 +165,48 @@ TEST(RolloutGrown, ShowsFinalColumnsAsTheyGrow) {
     EXPECT_GE(calls, 5); // 39 positions, a call every 8 at most
     for (int r = 0; r < 6; ++r)
       EXPECT_EQ(last[size_t(r)], c.positions()) << "image " << r;
+  }
+}
+
+// The benchmark times the job users run through Rollout::stepped: each step reported once by every
+// thread's share of each chunk, with a time, a prefill (a completion's first positions) as one
+// call at its last position, and the images the same bytes as without the hook.
+TEST(RolloutStepped, EveryStepAfterThePrefillOncePerShareSameImages) {
+  for (const auto &[batch, threads] : {std::pair{6, 1}, {2, 2}, {6, 3}}) {
+    Engine e = small_engine(batch, threads);
+    const Config &c = e.config();
+    const int T = c.bytes_per_image(), L = c.positions(), P = 10;
+    std::vector<uint8_t> given(size_t(6) * T, 7), known(given.size(), 0);
+    for (int r = 0; r < 6; ++r)
+      std::fill_n(known.begin() + long(r) * T, P, 1);
+    for (const bool complete : {false, true}) {
+      const std::vector<uint8_t> want =
+          complete ? run_alone(e, 6, 4, 0, &given, &known) : run_alone(e, 6, 4, 0);
+      std::vector<uint8_t> out(size_t(6) * T);
+      std::map<int, int> calls;
+      std::mutex m;
+      Rollout job;
+      job.count = 6;
+      job.seed = 4;
+      job.given = complete ? given.data() : nullptr;
+      job.known = complete ? known.data() : nullptr;
+      job.out = out.data();
+      job.stepped = [&](int t, double seconds) {
+        std::lock_guard<std::mutex> lock(m);
+        ++calls[t];
+        EXPECT_GE(seconds, 0.0);
+      };
+      e.run(job);
+      EXPECT_EQ(out, want) << "batch " << batch << " threads " << threads;
+      // chunks: each thread's share of 6 images, ceil(batch / threads) rows at a time
+      const int rows = (batch + threads - 1) / threads,
+                chunks = threads * ((6 / threads + rows - 1) / rows);
+      const int first = complete ? P - 1 : 0; // the prefill: one call at its last position
+      ASSERT_EQ(int(calls.size()), L - first) << "batch " << batch << " threads " << threads;
+      for (const auto &[t, n] : calls) {
+        EXPECT_GE(t, first);
+        EXPECT_EQ(n, chunks) << "t " << t;
+      }
+    }
   }
 }

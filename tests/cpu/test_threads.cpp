@@ -172,3 +172,42 @@ TEST(Cores, ThisProcessesAreItsAffinity) {
     EXPECT_EQ(c.count, CPU_COUNT(&set));
   }
 }
+
+// run_watched: the helpers run f(1) .. f(n - 1), each once on its own thread, while the caller
+// runs none of f and calls watch() (at least once: a job's progress); a failure of f comes back
+// to the caller, and the team stays usable.
+TEST(WorkerTeam, WatchedRunLeavesTheCallerToWatch) {
+  for (const bool spin : {true, false}) {
+    WorkerTeam team(4, spin);
+    for (int run = 0; run < 50; ++run) {
+      std::atomic<int> count[4] = {0, 0, 0, 0};
+      std::thread::id ids[4];
+      int watched = 0;
+      team.run_watched(
+          [&](int i) {
+            ++count[i];
+            ids[i] = std::this_thread::get_id();
+          },
+          [&] {
+            ++watched;
+            EXPECT_EQ(count[0], 0);
+          });
+      ASSERT_EQ(count[0], 0);
+      for (int i = 1; i < 4; ++i)
+        ASSERT_EQ(count[i], 1) << "run " << run << ", spin " << spin;
+      EXPECT_GE(watched, 1);
+      ASSERT_EQ(std::set<std::thread::id>(ids + 1, ids + 4).size(), 3u);
+      EXPECT_EQ(std::set<std::thread::id>(ids + 1, ids + 4).count(std::this_thread::get_id()), 0u);
+    }
+    EXPECT_THROW(team.run_watched(
+                     [](int i) {
+                       if (i == 2)
+                         throw std::runtime_error("helper 2");
+                     },
+                     [] {}),
+                 std::runtime_error);
+    std::atomic<int> after{0};
+    team.run_watched([&](int) { ++after; }, [] {});
+    EXPECT_EQ(after, 3);
+  }
+}

@@ -70,7 +70,7 @@ inline On on(tarnn::Device device, int64_t batch = 0, bool graph = true,
   o.run.batch = batch;
   o.run.precision = precision;
   o.run.state = state;
-  o.knobs.graph = graph;
+  o.knobs.set("graph", graph ? "on" : "off");
   return o;
 }
 

@@ -383,7 +383,7 @@ TEST(CudaGraph, AStepIsCapturedOnceAndReplayed) {
   job.out = out.data();
   EXPECT_EQ(engine_with(small, on(Device::Cuda).run, Knobs()).run(job).kernels_per_step, 8 * L + 5);
   Knobs rounded;
-  rounded.cuda_bf16_inputs = CudaBf16Inputs::Rounded;
+  rounded.set("bf16_inputs", "rounded");
   const RunOptions bf16 = on(Device::Cuda, 0, true, Precision::Bf16).run;
   EXPECT_EQ(engine_with(small, bf16, Knobs()).run(job).kernels_per_step, 8 * L + 5 + 2 * L + 1);
   EXPECT_EQ(engine_with(small, bf16, rounded).run(job).kernels_per_step, 8 * L + 5 + 4 * L + 1);
@@ -495,7 +495,7 @@ TEST(CudaBf16Inputs, WrittenByTheirKernelsAsRoundedByAPass) {
     const int n = 3, P = m == &mnist() ? mnist_positions() : -1;
     const On written = on(Device::Cuda, 0, true, Precision::Bf16);
     On rounded = written;
-    rounded.knobs.cuda_bf16_inputs = CudaBf16Inputs::Rounded;
+    rounded.knobs.set("bf16_inputs", "rounded");
     const Outcome sampled = run_on(written, *m, n, 13, nullptr, nullptr, 0, P);
     EXPECT_EQ(sampled.images, run_on(rounded, *m, n, 13, nullptr, nullptr, 0, P).images);
     const uint8_t *images = sampled.images.data();

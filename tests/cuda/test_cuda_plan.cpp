@@ -402,14 +402,14 @@ TEST(CudaTwins, PlanAtMnistSizeAsTheCpuBackend) {
 TEST(CudaBackend, DeviceCheckIsAOneLineAnswer) {
   std::string what;
   try {
-    what = cuda_device();
+    what = device_here(Device::Cuda);
   } catch (const Error &e) {
     what = e.what();
-    EXPECT_TRUE(cuda_built() ? contains(what, "no CUDA device")
-                             : contains(what, "not available in this build"))
+    EXPECT_TRUE(device_built(Device::Cuda) ? contains(what, "no CUDA device")
+                                           : contains(what, "not available in this build"))
         << what;
   }
   EXPECT_FALSE(what.empty());
   EXPECT_FALSE(contains(what, "\n")) << what;
-  std::printf("cuda_device: %s\n", what.c_str());
+  std::printf("device_here(cuda): %s\n", what.c_str());
 }

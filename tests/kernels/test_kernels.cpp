@@ -89,8 +89,8 @@ double timed(int reps, const std::function<void()> &launch) {
 }
 #else
 std::string no_device() {
-  return cuda_built() ? "this test was built without the CUDA backend"
-                      : "no CUDA backend in this build (TARNN_CUDA=OFF or no nvcc)";
+  return device_built(Device::Cuda) ? "this test was built without the CUDA backend"
+                                    : "no CUDA backend in this build (TARNN_CUDA=OFF or no nvcc)";
 }
 #endif
 

@@ -1,0 +1,26 @@
+#include "row.h"
+
+#include "plan.h"
+
+namespace tarnn {
+
+const BackendRow &cuda_row() {
+  static const BackendRow row{Device::Cuda,
+                              "cuda",
+                              "an NVIDIA GPU",
+                              kCudaPrecisions,
+                              {},
+                              kCudaStates,
+                              {AttentionForm::Linear},
+                              0,
+                              "as many as fit",
+                              false,
+                              // "graph": "off" for plain launches (default "on": each step a CUDA
+                              // graph); "gemm": cublas or unfused (cuda_backend.cu: CudaGemm);
+                              // "bf16_inputs": rounded (CudaBf16Inputs)
+                              {"graph", "gemm", "bf16_inputs"},
+                              nullptr}; // the plugin libtarnn_cuda.so makes it
+  return row;
+}
+
+} // namespace tarnn
