@@ -17,6 +17,43 @@ bad() {
   echo "FAIL: $*"
   fail=$((fail + 1))
 }
+# read_fifo FIFO OUT / write_fifo FIFO IN, then release_fifo FIFO: a cat that reads FIFO into OUT
+# (or writes IN into it) beside a command, and ends however far it and the command got, with no
+# timeout. The test holds FIFO open for reading and writing (which never blocks), so it is the
+# other end the cat's side needs: its end is opened here, before the cat starts, and does not wait.
+# release_fifo, once the command has exited, closes the held end: the reader then reads end of
+# file, the writer gets a broken pipe; then `wait`.
+declare -A held_fifos
+read_fifo() {
+  local r
+  hold_fifo "$1"
+  exec {r}<"$1"
+  (
+    close_held # a reader holding a write end would never see end of file
+    exec cat <&"$r" # stdin named: a background job's would be /dev/null
+  ) >"$2" &
+  exec {r}<&-
+}
+write_fifo() {
+  local w
+  hold_fifo "$1"
+  exec {w}>"$1"
+  (
+    close_held
+    exec cat "$2" 2>/dev/null
+  ) >&"$w" &
+  exec {w}>&-
+}
+hold_fifo() {
+  local fd
+  exec {fd}<>"$1"
+  held_fifos[$1]=$fd
+}
+close_held() { for fd in "${held_fifos[@]}"; do eval "exec $fd>&-"; done; }
+release_fifo() {
+  eval "exec ${held_fifos[$1]}>&-"
+  unset "held_fifos[$1]"
+}
 expect_error() { # SUBSTRING CMD...: non-zero exit, one line on stderr holding SUBSTRING
   local want=$1
   shift

@@ -32,10 +32,11 @@ ln -s /proc/self/fd/1 "$work/stdout"
 expect_eq "$? $(kind "$work/stdout")" "0 symbolic link" "--json-file onto a link to stdout"
 $PY -c "import json,sys; t=open('$work/out').read(); j=json.loads(t[t.index('\n{\n'):]); sys.exit(j['command'] != 'info')" \
   && ok || bad "--json-file onto stdout: no JSON on stdout: $(head -c 300 "$work/out")"
-# a FIFO, read by cat at its own pace (the timeout only ends a cat that nothing ever writes to)
+# a FIFO, read by cat at its own pace (release_fifo ends a cat that the run never wrote to)
 mkfifo "$work/fifo.json" "$work/fifo.npy" "$work/fifo.png"
-for f in json npy png; do timeout 120 cat "$work/fifo.$f" >"$work/from-fifo.$f" & done
+for f in json npy png; do read_fifo "$work/fifo.$f" "$work/from-fifo.$f"; done
 expect_ok "$TARNN" sample "${S[@]}" --scale 1 -o "$work/fifo.png" --npy "$work/fifo.npy" --json-file "$work/fifo.json"
+for f in json npy png; do release_fifo "$work/fifo.$f"; done
 wait
 cmp -s "$work/from-fifo.png" "$work/want.png" && cmp -s "$work/from-fifo.npy" "$work/want.npy" && ok || bad "through FIFOs: other bytes"
 grep -q '"command": "sample"' "$work/from-fifo.json" && ok || bad "--json-file into a FIFO: $(cat "$work/from-fifo.json")"
@@ -43,9 +44,10 @@ expect_eq "$(kind "$work/fifo.json") $(kind "$work/fifo.npy") $(kind "$work/fifo
 expect_error "not a file (a device, a FIFO or a descriptor): a run writing into it cannot be resumed" \
   "$TARNN" sample "${S[@]}" --npy "$work/fifo.npy" --resume
 # a FIFO is a stream: an interrupted run says what went into it, and that it keeps no record
-timeout 120 cat "$work/fifo.npy" >"$work/from-fifo.npy" &
+read_fifo "$work/fifo.npy" "$work/from-fifo.npy"
 TARNN_TEST_INTERRUPT_AFTER=2 "$TARNN" sample "${S[@]}" --batch 1 --npy "$work/fifo.npy" >/dev/null 2>"$work/err"
 expect_eq "$? $(cat "$work/err")" "130 tarnn: interrupted (signal 2): 2 of 3 images written into $work/fifo.npy, a stream (not resumable)" "a run into a FIFO interrupted"
+release_fifo "$work/fifo.npy"
 wait
 # a character device of our own (/dev/null's numbers), where this user may make one
 if mknod "$work/null" c 1 3 2>/dev/null; then
@@ -107,10 +109,14 @@ expect_error "/proc: not a writable folder" "$TARNN" sample "${S[@]}" --out-dir 
 expect_error "/proc: not a writable folder" "$TARNN" complete --model "$SMALL" --images "$SMALL/inputs-idx-ubyte" --index 0 -o "$work/c.png" --out-dir /proc
 
 # --- inputs that are not regular files are refused before they are opened (a FIFO as config.json
-# or model.safetensors waited in open for ever; the timeout only ends such a wait)
+# or model.safetensors waited in open for ever). A writer stands ready with the real file, so a
+# tarnn that opened the FIFO would read it and load, and fail this check rather than hang it
 for f in config.json model.safetensors; do
   mkdir -p "$work/fifo-$f" && cp "$SMALL"/* "$work/fifo-$f/" && rm "$work/fifo-$f/$f" && mkfifo "$work/fifo-$f/$f"
-  expect_error "$work/fifo-$f/$f: not a regular file (a FIFO)" timeout 60 "$TARNN" info --model "$work/fifo-$f"
+  write_fifo "$work/fifo-$f/$f" "$SMALL/$f"
+  expect_error "$work/fifo-$f/$f: not a regular file (a FIFO)" "$TARNN" info --model "$work/fifo-$f"
+  release_fifo "$work/fifo-$f/$f"
+  wait
 done
 
 # --- a model larger than this machine's memory is refused before its weights are read, with
