@@ -84,7 +84,7 @@ TEST(PrecisionBf16, ScoresCloseToFp32ButRounded) {
 
 // ---- int8 (src/cpu/gemm_int8.h): integer sums are exact, so every path, batch and thread count
 // gives the same images; ctest runs the rollout against the reference on each path this CPU has
-// (test_precision_int8_avx2, _portable; tests/cpu/test_gemm_int8.cpp compares every path's GEMM).
+// (test_precision_int8_avx2, _portable; tests/cpu/test_gemm.cpp compares every path's GEMM).
 
 TEST(PrecisionInt8, SameImagesForAnyBatchAndThreadCount) {
   expect_same_images_for_any_batch_and_threads(Precision::Int8);
