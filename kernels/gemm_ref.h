@@ -5,7 +5,8 @@
 // the same chain in every path (src/cpu/gemm.h), so the two agree to the bit.
 // bf16: x and W rounded by bf16_bits, then per pair of k the chain of AVX512_BF16's vdpbf16ps:
 // acc += x[k+1] w[k+1], then acc += x[k] w[k] (a product of two bf16 is exact in fp32; each sum
-// rounds to nearest): src/cpu/gemm_bf16.h runs it too.
+// rounds to nearest), then act(acc + b[j]) with b rounded to bf16 too (bf16_bias):
+// src/cpu/gemm_bf16.h runs it too.
 #pragma once
 
 #include <cmath>
@@ -55,7 +56,12 @@ inline float bf16_pair_step(float acc, uint32_t x2, uint32_t w2) {
   return std::fma(from_bf16(uint16_t(x2)), from_bf16(uint16_t(w2)), acc);
 }
 
-// W is [out, in] in fp32 (rounded here); b may be null.
+// A bf16 layer's bias, rounded to bf16 once as its W is (docs/PRECISION.md), as the float it
+// rounds to: what every path adds. cuBLASLt adds a bias in its output's type only, and a GEMM that
+// writes its output in bf16 (src/cuda/gemm.h) then adds a bf16 one.
+inline float bf16_bias(float b) { return from_bf16(bf16_bits(b)); }
+
+// W is [out, in] and b [out] in fp32 (both rounded here); b may be null.
 inline void linear_forward_bf16_ref(const float *W, const float *b, int out, int in, const float *x,
                                     int ldx, int rows, float *y, int ldy, Act act) {
   for (int r = 0; r < rows; ++r)
@@ -64,7 +70,8 @@ inline void linear_forward_bf16_ref(const float *W, const float *b, int out, int
       for (int k = 0; k < in; k += 2)
         acc = bf16_pair_step(acc, bf16_pair(x + size_t(r) * ldx, k, in),
                              bf16_pair(W + size_t(j) * in, k, in));
-      y[size_t(r) * ldy + j] = linear_finish(acc, b, j, act);
+      const float bj = b ? bf16_bias(b[j]) : 0.0f;
+      y[size_t(r) * ldy + j] = linear_finish(acc, b ? &bj : nullptr, 0, act);
     }
 }
 

@@ -359,14 +359,16 @@ def round_bf16(t):
 
 
 def bf16_matmul_inputs(model):
-    """The reference of the engine's --precision bf16: every linear layer's weights rounded to
-    bfloat16 once, its input rounded at each call, the products summed in the model's own dtype
-    (float64 for the goldens: products of bf16 values are exact, the sums nearly so); biases,
+    """The reference of the engine's --precision bf16: every linear layer's weights and bias
+    rounded to bfloat16 once, its input rounded at each call, the products summed in the model's
+    own dtype (float64 for the goldens: products of bf16 values are exact, the sums nearly so);
     phi, the state, LayerNorm and the mixture untouched. In place; returns the model."""
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, nn.Linear):
                 m.weight.copy_(round_bf16(m.weight))
+                if m.bias is not None:
+                    m.bias.copy_(round_bf16(m.bias))
                 m.register_forward_pre_hook(lambda _, args: (round_bf16(args[0]),))
     return model
 

@@ -102,7 +102,8 @@ PackedLinearBf16 pack_bf16(const Linear &l) {
   PackedLinearBf16 p;
   p.out = l.out;
   p.in = l.in;
-  p.b = l.b;
+  p.b.resize(l.b.size());
+  std::transform(l.b.begin(), l.b.end(), p.b.begin(), bf16_bias);
   const int panels = (l.out + P - 1) / P, pairs = (l.in + 1) / 2;
   p.w.assign(size_t(panels) * pairs * P, 0);
   for (int j = 0; j < l.out; ++j)

@@ -1,5 +1,5 @@
-// y = act(x W^T + b) with W and x rounded to bfloat16 and the products summed in fp32: the CPU's
-// GEMM for --precision bf16.
+// y = act(x W^T + b) with W, b and x rounded to bfloat16 and the products summed in fp32: the
+// CPU's GEMM for --precision bf16.
 //
 // AVX512_BF16's vdpbf16ps does 32 products per instruction, twice the rate of fp32 FMAs. Its
 // arithmetic per output lane and pair of k is acc += x[k+1] w[k+1], then acc += x[k] w[k]: a
@@ -30,12 +30,12 @@ struct PackedLinearBf16 {
   static constexpr int kPanel = 32;
   int out = 0, in = 0;
   std::vector<uint32_t> w; // [ceil(out/32)][ceil(in/2)][32]: bf16(w_k) | bf16(w_k+1) << 16
-  std::vector<float> b;    // [out], fp32
+  std::vector<float> b;    // [out], rounded to bf16 (bf16_bias), held as fp32
 };
 
 PackedLinearBf16 pack_bf16(const Linear &l);
 
-// y[r * ldy + j] = act(sum_k bf16(x[r * ldx + k]) bf16(W[j, k]) + b[j]), the chain above.
+// y[r * ldy + j] = act(sum_k bf16(x[r * ldx + k]) bf16(W[j, k]) + bf16(b[j])), the chain above.
 void linear_forward_bf16(const PackedLinearBf16 &l, const float *x, int ldx, int rows, float *y,
                          int ldy, Act act);
 

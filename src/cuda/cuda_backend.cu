@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../../kernels/cuda_util.h"
+#include "../../kernels/gemm_ref.h"
 #include "../../kernels/int8_rows.h"
 #include "../../kernels/launch.h"
 #include "../../kernels/round_bf16.h"
@@ -317,6 +318,34 @@ Precision precision_of(const Weights &W, const Linear &l, Precision p) {
   return &l == &W.predictor ? head_precision(p) : p;
 }
 
+// A linear layer's bias in device memory: [out] floats, which bias_act and an fp32 output's
+// epilogue add; with bf16, rounded to bf16 at load as W is (bf16_bias, docs/PRECISION.md), and
+// then, 256 bytes on, the same values in bf16, which a bf16 output's epilogue adds: cuBLASLt takes
+// a bias in D's type only (an fp32 one for a bf16 D was refused on an H100, docs/CUDA.md).
+size_t bias_bytes(const Linear &l, Precision p) {
+  return align256(size_t(l.out) * 4) + (p == Precision::Bf16 ? align256(size_t(l.out) * 2) : 0);
+}
+
+std::vector<uint8_t> bias_block(const Linear &l, Precision p) {
+  std::vector<uint8_t> block(bias_bytes(l, p), 0);
+  float *b = reinterpret_cast<float *>(block.data());
+  uint16_t *b16 = reinterpret_cast<uint16_t *>(block.data() + align256(size_t(l.out) * 4));
+  const bool bf16 = p == Precision::Bf16;
+  for (int j = 0; j < l.out; ++j) {
+    b[j] = bf16 ? bf16_bias(l.b[size_t(j)]) : l.b[size_t(j)];
+    if (bf16)
+      b16[j] = bf16_bits(b[j]); // exact: b[j] is a bf16 value
+  }
+  return block;
+}
+
+// The bias Gemm::run adds to a layer's output of type y: in y's type (bias_block).
+const void *bias_for(const LinearWeights &l, Gemm::Output y) {
+  if (y == Gemm::Output::Fp32)
+    return l.b;
+  return reinterpret_cast<const char *>(l.b) + align256(size_t(l.out) * 4);
+}
+
 size_t weight_bytes(const Weights &W, Precision precision) {
   size_t total = 0;
   auto count = [&](const std::vector<float> &v) {
@@ -324,8 +353,9 @@ size_t weight_bytes(const Weights &W, Precision precision) {
     return static_cast<const float *>(nullptr);
   };
   make_view(W, count, [&](const Linear &l) {
-    total += linear_bytes(l, precision_of(W, l, precision));
-    return LinearWeights{precision, l.out, l.in, nullptr, count(l.b)};
+    const Precision p = precision_of(W, l, precision);
+    total += linear_bytes(l, p) + bias_bytes(l, p);
+    return LinearWeights{};
   });
   return total;
 }
@@ -340,8 +370,9 @@ std::vector<uint8_t> quantized_int8(const Linear &l) {
   return block;
 }
 
-// Every tensor copied once into one allocation; with bf16 the linear layers' W rounded on the
-// host first (kernels/round_bf16.h's rule), with int8 quantized (quantized_int8).
+// Every tensor copied once into one allocation; with bf16 the linear layers' W and b rounded on
+// the host first (kernels/round_bf16.h's rule; bias_block), with int8 W quantized
+// (quantized_int8).
 struct DeviceWeights {
   DeviceBlock mem;
   ModelView view;
@@ -370,7 +401,9 @@ struct DeviceWeights {
       } else {
         w = place(l.w);
       }
-      return LinearWeights{p, l.out, l.in, w, place(l.b)};
+      const std::vector<uint8_t> b = bias_block(l, p);
+      return LinearWeights{p, l.out, l.in, w,
+                           static_cast<const float *>(upload(b.data(), b.size()))};
     });
     // A pageable cudaMemcpy may return before its DMA lands, and the backend's stream does not
     // wait for the legacy default stream: wait here, once.
@@ -485,7 +518,8 @@ public:
       const uint16_t *x16 = bf16_of(x, size_t(rows) * l.in);
       const bool fused = gemm->fuses(act);
       if (fused && in_.written && y == b_.hid) { // hid's one reader: the next (bf16) GEMM
-        gemm->run(l.w, l.b, act, x16, in_.hid16, l.in, l.out, rows, Gemm::Output::Bf16);
+        gemm->run(l.w, bias_for(l, Gemm::Output::Bf16), act, x16, in_.hid16, l.in, l.out, rows,
+                  Gemm::Output::Bf16);
         copies_.hid16 = y; // y itself is not written
         return;
       }

@@ -43,8 +43,9 @@ cudaDataType_t data_type(Gemm::Output y) {
   return y == Gemm::Output::Bf16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
-// One matmul's description: compute type, W transposed, the epilogue; Y's type, with the bias
-// fp32 whatever Y is (cuBLASLt's default bias type is Y's); int32 Y scales in int32.
+// One matmul's description: compute type, W transposed, the epilogue; Y's type, the bias's
+// type left at cuBLASLt's default, Y's (the only one it takes for these inputs: cuBLASLt 13.1
+// refused an fp32 bias for a bf16 Y on an H100); int32 Y scales in int32.
 cublasLtMatmulDesc_t make_op(cublasComputeType_t compute, cublasLtEpilogue_t epilogue,
                              cudaDataType_t y) {
   cublasLtMatmulDesc_t op = nullptr;
@@ -52,7 +53,6 @@ cublasLtMatmulDesc_t make_op(cublasComputeType_t compute, cublasLtEpilogue_t epi
            "cublasLtMatmulDescCreate");
   try {
     const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
-    const int32_t bias_type = CUDA_R_32F;
     lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t),
              "cublasLtMatmulDescSetAttribute");
     lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n),
@@ -60,10 +60,6 @@ cublasLtMatmulDesc_t make_op(cublasComputeType_t compute, cublasLtEpilogue_t epi
     lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                             sizeof epilogue),
              "cublasLtMatmulDescSetAttribute");
-    if (y == CUDA_R_16BF)
-      lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
-                                              sizeof bias_type),
-               "cublasLtMatmulDescSetAttribute");
   } catch (...) {
     cublasLtMatmulDescDestroy(op);
     throw;
@@ -191,7 +187,7 @@ void Gemm::prepare(int in, int out, Act act, Output y_type) {
     algo(y_type, act == Act::Relu ? ReluBias : Bias, in, out, kReferenceRows);
 }
 
-void Gemm::run(const void *w, const float *b, Act act, const void *x, void *y, int in, int out,
+void Gemm::run(const void *w, const void *b, Act act, const void *x, void *y, int in, int out,
                int rows, Output y_out) {
   const Epilogue e = !b || !fuses(act) ? Plain : act == Act::Relu ? ReluBias : Bias;
   const cublasLtMatmulAlgo_t &a = algo(y_out, e, in, out, rows);

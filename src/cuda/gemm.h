@@ -12,7 +12,9 @@
 // are summed in fp32 on tensor cores (CUBLAS_COMPUTE_32F); Y is fp32, or bf16 where the one
 // reader of Y is another bf16 GEMM (Output::Bf16: cuBLASLt rounds the epilogue's fp32 result to
 // nearest even, the rounding that GEMM's input would get from kernels/round_bf16.h but for
-// subnormals, which cuBLASLt keeps and bf16_bits flushes to zero). With int8,
+// subnormals, which cuBLASLt keeps and bf16_bits flushes to zero; the bias it adds is bf16, Y's
+// type, the only one cuBLASLt takes for it, so a bf16 layer's bias is rounded to bf16 whatever
+// its output: kernels/gemm_ref.h's bf16_bias). With int8,
 // W and X are int8 (CUDA_R_8I, quantized by kernels/int8_rows.h's rule) and Y is their exact int32
 // sums (CUBLAS_COMPUTE_32I): any algorithm gives the same, and the scaling to fp32 is
 // kernels/int8_rows.h's own kernel, in the CPU's order (no epilogue here). cuBLASLt takes int8 only
@@ -49,10 +51,10 @@ public:
   }
 
   // Y [rows, out] = X [rows, in] W^T (+ b, then act, where b and fuses(act)); W [out, in] row-major
-  // (PyTorch's layout), b [out]. W and X are float, or uint16_t bfloat16 bits with Bf16, or
-  // int8_t with Int8, when Y is int32_t; Y float, or bfloat16 bits with Output::Bf16.
-  void run(const void *w, const float *b, Act act, const void *x, void *y, int in, int out,
-           int rows, Output y_type = Output::Fp32);
+  // (PyTorch's layout), b [out] in Y's type. W and X are float, or uint16_t bfloat16 bits with
+  // Bf16, or int8_t with Int8, when Y is int32_t; Y float, or bfloat16 bits with Output::Bf16.
+  void run(const void *w, const void *b, Act act, const void *x, void *y, int in, int out, int rows,
+           Output y_type = Output::Fp32);
 
   // Chooses, at start-up, the algorithm of an (in, out) layer for every epilogue `act` may take:
   // one that cuBLASLt accepts at 1, 5, 12, 4,096 and 2^20 rows (kCheckRows), so that no batch

@@ -29,9 +29,10 @@ struct TwinKernels : PlainNorm {
     case Precision::Fp32:
       linear_forward_ref(l.w_ref, nullptr, l.out, l.in, x, l.in, rows, y, l.out, Act::None);
       break;
-    case Precision::Bf16: // launch_round_bf16 then cuBLASLt: the reference rounds x and W alike
-      linear_forward_bf16_ref(l.w_ref, nullptr, l.out, l.in, x, l.in, rows, y, l.out, Act::None);
-      break;
+    case Precision::Bf16: // launch_round_bf16 then cuBLASLt: the reference rounds x, W and b
+                          // alike (the backend's bias rounded at load), then act(acc + b) as ever
+      linear_forward_bf16_ref(l.w_ref, l.b, l.out, l.in, x, l.in, rows, y, l.out, act);
+      return;
     case Precision::Tf32: // TF32's products round inside the tensor cores: no twin to the bit
       throw Error("the CUDA twin has no tf32 GEMM");
     case Precision::Int8:

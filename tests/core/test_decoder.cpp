@@ -53,7 +53,7 @@ void check_golden(const std::string &dir, double param_tol, double bpd_tol, bool
   Decoder<CpuOps> dec(c, w.view(), n, StateFormat::Fp32, CpuKernels{reference});
   std::vector<uint8_t> cur(n);
   std::vector<float> o(size_t(n) * K3);
-  double worst = 0, sum = 0;
+  double worst = 0, sum = 0, sum_fp32 = 0;
   for (int t = 0; t < last; ++t) {
     for (int r = 0; r < n; ++r)
       cur[r] = in.bytes[size_t(r) * T + t];
@@ -63,11 +63,19 @@ void check_golden(const std::string &dir, double param_tol, double bpd_tol, bool
         const double want = expected["mixture_params"][r][t][j];
         worst = std::max(worst, std::fabs(o[size_t(r) * K3 + j] - want));
         sum += std::fabs(o[size_t(r) * K3 + j] - want);
+        sum_fp32 +=
+            std::fabs(o[size_t(r) * K3 + j] - fp32["mixture_params"][r][t][j].get<double>());
         ASSERT_NEAR(o[size_t(r) * K3 + j], want, param_tol) << "image " << r << " t " << t;
       }
   }
   const double mean = sum / (double(n) * last * K3);
   EXPECT_LT(mean, mean_tol);
+  if (precision != Precision::Fp32) { // and it is that precision's model, not fp32's: nearer its
+                                      // reference than fp32's over every parameter
+    EXPECT_LT(sum, sum_fp32);
+    std::printf("%s: mean parameter error %.3g against the %s reference, %.3g against fp32's\n",
+                dir.c_str(), mean, name(precision), sum_fp32 / (double(n) * last * K3));
+  }
   if (last < T - 1) { // the sanitizers' pass: the positions above, not the rollout
     std::printf("%s: %d positions checked (sanitizers)\n", dir.c_str(), last);
     return;
@@ -86,10 +94,6 @@ void check_golden(const std::string &dir, double param_tol, double bpd_tol, bool
     const double want = expected["bits_per_dim"][r].get<double>();
     worst_bpd = std::max(worst_bpd, std::fabs(bpd - want));
     EXPECT_NEAR(bpd, want, bpd_tol) << "image " << r;
-    if (precision != Precision::Fp32) { // and it is that precision's model, not fp32's
-      EXPECT_LT(std::fabs(bpd - want), std::fabs(bpd - fp32["bits_per_dim"][r].get<double>()))
-          << "image " << r;
-    }
   }
   EXPECT_EQ(out, in.bytes); // teacher forcing reproduces the input
   std::printf("%s (%s): mixture-parameter error worst %.3g, mean %.3g over %d positions; "
@@ -155,13 +159,14 @@ TEST(Parity, MnistSizeGolden) {
   check_golden(mnist_golden(), 1e-4, 1e-4, false);
 }
 
-// --precision bf16 against the reference with bf16 GEMM inputs (tools/tarnn_model.py
-// bf16_matmul_inputs). Rounding to bf16 is a step function: an activation within fp32's error of a
-// rounding boundary rounds one way here and the other in float64, a jump of 2^-8 of itself, and
-// the state carries it on. So the tolerances are those of PyTorch's own fp32 run of the same
-// reference against its float64 one (this golden: parameters worst 0.0060, mean 0.0010; bits/dim
-// 1.5e-5 and 3.0e-5), about doubled; the issue asks 1e-3 of bits/dim, this asks 1e-4. The fp32
-// model is 1.3e-4 and 4.2e-4 away in bits/dim: each image must be nearer the bf16 reference.
+// --precision bf16 against the reference with bf16 GEMM inputs, weights and biases
+// (tools/tarnn_model.py bf16_matmul_inputs). Rounding to bf16 is a step function: an activation
+// within fp32's error of a rounding boundary rounds one way here and the other in float64, a jump
+// of 2^-8 of itself, and the state carries it on. So the tolerances are those of PyTorch's own
+// fp32 run of the same reference against its float64 one (this golden: parameters worst 0.0060,
+// mean 0.0010; bits/dim 2.9e-5 and 3.2e-6), about doubled; the issue asks 1e-3 of bits/dim, this
+// asks 1e-4. The fp32 model is 0.0017 away on average in the parameters (in bits/dim 1.2e-5 and
+// 3.9e-4: the first image too near to tell them apart): the engine must be nearer the bf16 one.
 TEST(Parity, MnistSizeGoldenBf16) {
   if (mnist_golden().empty())
     GTEST_FAIL() << "TARNN_GOLDEN_MNIST is not set: run through ctest, whose fixture makes it";

@@ -179,6 +179,28 @@ TEST(GemmBf16, FastPathEqualsReferenceBitForBit) {
         }
 }
 
+// The bias is rounded to bf16 as W is (kernels/gemm_ref.h's bf16_bias: cuBLASLt adds a bias in
+// its output's type only, bf16 where a GEMM writes bf16), on the fast path and the reference: with
+// x = 0, y is b rounded, and b here is not a bf16 value.
+TEST(GemmBf16, TheBiasIsRoundedToBf16) {
+  const int out = 40, in = 6;
+  Linear l = make_linear(out, in, 7);
+  for (int j = 0; j < out; ++j)
+    l.b[size_t(j)] = 0.3f + 0.001f * float(j) + 1e-5f;
+  const std::vector<float> x(size_t(2) * in, 0.0f);
+  std::vector<float> fast(size_t(2) * out), ref(size_t(2) * out);
+  linear_forward_bf16(pack_bf16(l), x.data(), in, 2, fast.data(), out, Act::None);
+  linear_forward_bf16_ref(l.w.data(), l.b.data(), out, in, x.data(), in, 2, ref.data(), out,
+                          Act::None);
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j < out; ++j) {
+      const float want = from_bf16(bf16_bits(l.b[size_t(j)]));
+      ASSERT_NE(want, l.b[size_t(j)]);
+      EXPECT_EQ(fast[size_t(r) * out + j], want) << "column " << j;
+      EXPECT_EQ(ref[size_t(r) * out + j], want) << "column " << j;
+    }
+}
+
 TEST(GemmBf16, ARowsResultDoesNotDependOnTheRowsBesideIt) {
   const Linear l = make_linear(70, 256, 3);
   const PackedLinearBf16 p = pack_bf16(l);

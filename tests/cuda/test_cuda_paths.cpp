@@ -244,7 +244,7 @@ TEST(CudaTemperature, SampledAsTheCpuBackendAndPerImageAsAlone) {
 // bias and ReLU in the epilogue) in each precision, at 1 to 12 rows, against the exact products of
 // the inputs as the GEMM sees them (bf16: rounded; fp32 and tf32: as given, tf32's tensor cores
 // rounding its inputs to 10 bits on a GPU): within fp32's rounding of the sum (bf16, fp32) and
-// tf32's (2^-10 of the terms' magnitudes).
+// tf32's (2^-10 of the terms' magnitudes); bf16 with ReLU also into a bf16 Y, with a bf16 bias.
 TEST(CudaGemm, Bf16Fp32AndTf32ProductsAgainstTheExactSum) {
   REQUIRE_CUDA_DEVICE();
   cudaStream_t stream = nullptr;
@@ -299,6 +299,34 @@ TEST(CudaGemm, Bf16Fp32AndTf32ProductsAgainstTheExactSum) {
             exact = std::max(exact, 0.0);
           ASSERT_NEAR(y[size_t(r) * s.out + j], exact, rel * magnitude + 1e-30)
               << "row " << r << " column " << j;
+        }
+      if (!bf16 || s.act != Act::Relu)
+        continue;
+      // Y in bf16 (the first feed-forward GEMM's output, read only by the next bf16 GEMM): the
+      // bias in bf16 too, the only type cuBLASLt takes for it (an fp32 one was refused on an
+      // H100); Y the exact sum with that bias, rounded once to bf16 (2^-9 of itself)
+      std::vector<uint16_t> b16(b.size());
+      for (size_t i = 0; i < b.size(); ++i)
+        b16[i] = bf16_bits(b[i]);
+      DeviceArray<uint16_t> db16(b16), dy16(size_t(s.rows) * s.out);
+      gemm.prepare(s.in, s.out, s.act, Gemm::Output::Bf16);
+      gemm.run(dw16.get(), db16.get(), s.act, dx16.get(), dy16.get(), s.in, s.out, s.rows,
+               Gemm::Output::Bf16);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      const std::vector<uint16_t> y16 = dy16.download();
+      for (int r = 0; r < s.rows; ++r)
+        for (int j = 0; j < s.out; ++j) {
+          double exact = from_bf16(b16[size_t(j)]), magnitude = std::fabs(exact);
+          for (int k = 0; k < s.in; ++k) {
+            const double term =
+                double(from_bf16(x16[size_t(r) * s.in + k])) * from_bf16(w16[size_t(j) * s.in + k]);
+            exact += term;
+            magnitude += std::fabs(term);
+          }
+          exact = std::max(exact, 0.0);
+          ASSERT_NEAR(from_bf16(y16[size_t(r) * s.out + j]), exact,
+                      rel * magnitude + std::ldexp(std::fabs(exact), -8) + 1e-30)
+              << "bf16 Y, row " << r << " column " << j;
         }
     }
   }

@@ -398,11 +398,11 @@ struct Matmul {
     cublasLtDestroy(lt);
   }
   void layouts(cudaDataType_t t, uint64_t ar, uint64_t ac, int64_t lda, uint64_t br, uint64_t bc,
-               int64_t ldb, uint64_t dr, uint64_t dc, int64_t ldd) {
+               int64_t ldb, uint64_t dr, uint64_t dc, int64_t ldd, cudaDataType_t dt = CUDA_R_32F) {
     type = t;
     cublasLtMatrixLayoutCreate(&a, t, ar, ac, lda);
     cublasLtMatrixLayoutCreate(&b, t, br, bc, ldb);
-    cublasLtMatrixLayoutCreate(&d, t == CUDA_R_8I ? CUDA_R_32I : CUDA_R_32F, dr, dc, ldd);
+    cublasLtMatrixLayoutCreate(&d, t == CUDA_R_8I ? CUDA_R_32I : dt, dr, dc, ldd);
   }
   cublasStatus_t run(const void *A, const void *B, void *D, const cublasLtMatmulAlgo_t *algo) {
     const float one = 1, zero = 0;
@@ -480,6 +480,18 @@ TEST_F(Emulator, CublasLtRefusesWhatCublasLtRefuses) {
     cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
     EXPECT_EQ(mm.heuristic(algo), CUBLAS_STATUS_SUCCESS); // the heuristic needs no pointer
     EXPECT_EQ(mm.run(w.get(), x.get(), y.get(), &algo), CUBLAS_STATUS_INVALID_VALUE);
+  }
+  for (int bias_type : {-1, int(CUDA_R_16BF), int(CUDA_R_32F)}) { // bf16 D: its bias bf16
+    Matmul mm(CUBLAS_COMPUTE_32F, CUBLAS_OP_T, CUBLAS_OP_N);
+    mm.layouts(CUDA_R_16BF, 16, 8, 16, 16, 4, 16, 8, 4, 8, CUDA_R_16BF);
+    const cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_RELU_BIAS;
+    cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+    if (bias_type >= 0)
+      cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                     sizeof bias_type);
+    EXPECT_EQ(mm.heuristic(algo),
+              bias_type == CUDA_R_32F ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_SUCCESS)
+        << "bias type " << bias_type;
   }
   { // an algorithm chosen for 16-byte aligned columns, run on a pointer 4 bytes off
     Matmul mm(CUBLAS_COMPUTE_32F, CUBLAS_OP_T, CUBLAS_OP_N);

@@ -15,7 +15,8 @@
 // multiples of 4 and, by the alignment rule below with such leading dimensions, every pointer
 // 4-byte aligned; an H100's cuBLASLt 13.1 refused the small golden's int8 GEMMs, of 54 outputs
 // or 18 inputs, at the heuristic on 2026-11-25) (CUBLAS_STATUS_NOT_SUPPORTED otherwise);
-// epilogues DEFAULT, RELU, BIAS and RELU_BIAS, the bias in D's type or fp32 and not null
+// epilogues DEFAULT, RELU, BIAS and RELU_BIAS, the bias in the type cuBLASLt allows
+// (bias_type_allowed: D's) and not null
 // (INVALID_VALUE). An algorithm from the
 // heuristic assumes what the preference promised and the layouts allow: each of A, B, C and D
 // aligned to the largest power of two up to 16 bytes that divides both the preference's minimum
@@ -87,6 +88,14 @@ void not_emulated(const std::string &what) {
   static std::set<std::string> said;
   if (said.insert(what).second)
     std::fprintf(stderr, "tarnn emulated device: cuBLASLt %s is not emulated\n", what.c_str());
+}
+
+// A refusal the real library explains only in its log (CUBLASLT_LOG_LEVEL): the same words, said
+// once on stderr, since the status alone does not say which attribute was wrong.
+void refused(const std::string &why) {
+  static std::set<std::string> said;
+  if (said.insert(why).second)
+    std::fprintf(stderr, "tarnn emulated device: cuBLASLt refuses the matmul: %s\n", why.c_str());
 }
 
 // One matrix operand: its memory and layout, column-major.
@@ -319,6 +328,17 @@ std::string problem_name(const Problem &p) {
   return s;
 }
 
+// CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE's rule (cublasLt.h): the bias is D's type (the default, -1)
+// but in IMMA kernels (COMPUTE_32I, C int8), whose bias is fp32 as alpha and beta are, and in fp8
+// kernels (no fp8 type is emulated: refused before this). cuBLASLt 13.1 on an H100 refused an fp32
+// bias for a bf16 D with INVALID_VALUE (docs/CUDA.md, the lease of 2026-11-25), which this once
+// accepted.
+bool bias_type_allowed(cublasComputeType_t compute, cudaDataType_t c, cudaDataType_t d, int t) {
+  if (compute == CUBLAS_COMPUTE_32I && c == CUDA_R_8I)
+    return t == CUDA_R_32F;
+  return t == int(d);
+}
+
 // The problem a descriptor and four layouts describe, or why not. The bias pointer is needed
 // only by a matmul (`run`): the heuristic and the check choose without it. Over 60 lines: one
 // guard after another, each a status the real library returns for that input, in one place so
@@ -373,8 +393,11 @@ cublasStatus_t describe(const tarnn_emu_matmul_desc *op, const tarnn_emu_layout 
   p.relu = op->epilogue & CUBLASLT_EPILOGUE_RELU;
   if (op->epilogue & CUBLASLT_EPILOGUE_BIAS) {
     const int t = op->bias_type < 0 ? int(D->type) : op->bias_type;
-    if (!known_type(t) || (t != CUDA_R_32F && t != int(D->type)))
-      return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (!bias_type_allowed(op->compute, C->type, D->type, t)) {
+      refused("Unsupported config of bias pointer type for chosen precision, got (" +
+              std::to_string(t) + ")");
+      return CUBLAS_STATUS_INVALID_VALUE;
+    }
     if (run && !op->bias)
       return CUBLAS_STATUS_INVALID_VALUE;
     p.bias = op->bias;
@@ -503,28 +526,30 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// cuBLAS 13.1's words (libcublasLt.so.13's own strings; the lease of 2026-11-25 printed the
+// first refusal the emulated device had not made: INVALID_VALUE's)
 const char *cublasGetStatusString(cublasStatus_t status) {
   switch (status) {
   case CUBLAS_STATUS_SUCCESS:
-    return "the operation completed successfully";
+    return "success";
   case CUBLAS_STATUS_NOT_INITIALIZED:
     return "the library was not initialized";
   case CUBLAS_STATUS_ALLOC_FAILED:
     return "the resource allocation failed";
   case CUBLAS_STATUS_INVALID_VALUE:
-    return "an invalid numeric value was used as an argument";
+    return "an unsupported value or parameter was passed to the function";
   case CUBLAS_STATUS_ARCH_MISMATCH:
-    return "an absent device architectural feature is required";
+    return "the function requires an architectural feature absent from the device";
   case CUBLAS_STATUS_MAPPING_ERROR:
     return "an access to GPU memory space failed";
   case CUBLAS_STATUS_EXECUTION_FAILED:
-    return "the GPU program failed to execute";
+    return "the function failed to launch on the GPU";
   case CUBLAS_STATUS_INTERNAL_ERROR:
     return "an internal operation failed";
   case CUBLAS_STATUS_NOT_SUPPORTED:
     return "the requested functionality is not supported";
   }
-  return "unknown error";
+  return "unrecognized status";
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
