@@ -92,5 +92,41 @@ grep -q "a trainer is running" "$work/log4" || bad "bench ran beside a trainer: 
 grep -q "skipped: profile: a trainer is running" "$work/log4" || bad "profile ran beside a trainer"
 grep -q "^dry: .*bench --device cuda" "$work/log4" && bad "a timed command beside a trainer"
 kill $trainer 2>/dev/null
+
+# train-start for real, with a stand-in trainer (PY) that lists its descriptors, writes its rate
+# and then blocks on a FIFO until released: lease.sh's output (a pipe, as the device tool's is)
+# must reach its end while the trainer still runs. A descriptor of the call's output held by the
+# trainer kept call 1 of the lease of 2026-11-25 waiting for its 600-s limit after its steps ended.
+mkfifo "$work/fds" "$work/release"
+cat >"$work/trainer" <<'EOF'
+#!/usr/bin/python3
+import json, os, sys
+fds = sorted(os.listdir("/proc/self/fd"), key=int)
+held = [f"{fd} -> {os.readlink('/proc/self/fd/' + fd)}" for fd in fds
+        if os.path.exists("/proc/self/fd/" + fd)]
+with open(sys.argv[sys.argv.index("--rate-file") + 1], "w") as f:
+    json.dump({"images_per_second": 1.0}, f)
+with open(os.environ["STAND_IN_FDS"], "w") as f:
+    f.write("\n".join(held) + "\n")
+open(os.environ["STAND_IN_RELEASE"]).read()  # until the test lets it go
+EOF
+chmod +x "$work/trainer"
+STAND_IN_FDS="$work/fds" STAND_IN_RELEASE="$work/release" OUT="$work/out5" \
+  LEASE_DIR="$work/lease3" PY="$work/trainer" bash tools/gpu/lease.sh train-start 2>&1 |
+  cat >"$work/log5" &
+reader=$!
+held=$(cat "$work/fds") # the trainer is up: it has written its rate file and blocks
+if grep -E "pipe:" <<<"$held"; then
+  bad "the trainer holds a pipe (the call's output?): $(tr '\n' ' ' <<<"$held")"
+  echo >"$work/release" # let it go, so the call's output ends and the test with it
+  wait $reader
+else
+  wait $reader # the end of lease.sh's output, with the trainer still blocked on the FIFO
+  kill -0 "$(cat "$work/lease3/train.pid")" 2>/dev/null ||
+    bad "the stand-in trainer is not running after train-start (pid $(cat "$work/lease3/train.pid"))"
+  grep -q "training from models/mnist until" "$work/log5" || bad "train-start: $(tail -3 "$work/log5")"
+  echo >"$work/release"
+  echo "train-start: lease.sh's output ended with the trainer still running; it holds: $(grep -c . <<<"$held") descriptors, no pipe"
+fi
 [ $fail -eq 0 ] && echo "lease dry run: ok ($(wc -l <"$work/commands") commands checked)"
 exit $fail

@@ -465,6 +465,23 @@ step_build() {
   say "built"
 }
 
+# detached LOG CMD...: CMD in its own session (setsid), to outlive the call, in the background
+# ($! its pid): stdin /dev/null, stdout and stderr appended to LOG, and every other descriptor
+# closed. One it kept (fd 3, the call's log's pipe, was one) holds the call's output open, and the
+# device tool waits for its end: call 1 of the lease of 2026-11-25 ended its steps at 177 s and
+# returned at its 600-s limit (tests/tools/lease_dry_run.sh, a stand-in trainer).
+detached() {
+  local log=$1 fd
+  shift
+  (
+    for fd in /proc/$BASHPID/fd/*; do
+      fd=${fd##*/}
+      [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+    done
+    exec setsid "$@" </dev/null >>"$log" 2>&1
+  ) &
+}
+
 step_train_start() {
   begin train-start || return 0
   local init=models/mnist sim end_at wait_s
@@ -488,7 +505,7 @@ step_train_start() {
     return 0
   fi
   rm -f "$L/train-rate.json"
-  PYTHONUNBUFFERED=1 setsid "${cmd[@]}" >>"$L/train.log" 2>&1 </dev/null &
+  PYTHONUNBUFFERED=1 detached "$L/train.log" "${cmd[@]}"
   echo $! >"$L/train.pid"
   # nothing else on the GPU until its rate is measured alone: start-up, compile, 60 s
   wait_s=$(($(est train-start) + 30))
