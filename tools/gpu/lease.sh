@@ -79,7 +79,7 @@ TRAIN_ARGS=${TRAIN_ARGS:---batch 512 --ref-batch 64 --lr 1.5e-4 --warmup 200 --c
 
 OUT=${OUT:-/tmp/tarnn-lease}
 L=${LEASE_DIR:-/tmp/lease} # kept between the calls of one lease (the machine stays up)
-B=build-gpu
+B=${LEASE_BUILD:-build-gpu}
 T=${LEASE_TARNN:-$B/tarnn}
 PY=${PY:-python3}
 TEST_IMAGES=${LEASE_IMAGES:-data/mnist/test-images-idx3-ubyte}
@@ -427,8 +427,16 @@ do_plan() {
 
 # ---- the steps that run there -----------------------------------------------------------------
 training() { [ -f "$L/train.pid" ] && kill -0 "$(cat "$L/train.pid")" 2>/dev/null; }
+REBUILT= # need_build's one build again in this call
 need_build() {
-  [ -x "$T" ] || [ -n "$DRY" ] && return 0
+  [ -n "$DRY" ] && return 0
+  if [ ! -x "$T" ] && [ -z "$REBUILT" ] && [ -f "$B/build.ninja" ]; then
+    REBUILT=1
+    say "no $T: building again (ninja goes on where the last build stopped, from the tree as" \
+      "this call brought it)"
+    build_all
+  fi
+  [ -x "$T" ] && return 0
   say "skipped: no $T (the build failed or did not run)"
   return 1
 }
@@ -458,11 +466,33 @@ step_build() {
     say "configure failed: the steps that need the build will say so"
     return 0
   fi
-  if ! bounded "$(left)" cmake --build $B -j"$(nproc)" >>"$L/build.log" 2>&1; then
-    grep -B2 -A8 -m5 "error" "$L/build.log" | head -60
-    say "build failed: the steps that need it will say so"
+  build_all
+}
+# build_all: everything, on past a target that fails (ninja -k 0): one test shim that did not
+# compile cost the lease of 2026-11-25 its tarnn. Then tarnn and every gpu-labelled test program
+# are checked: the failed targets are named, and whether the GPU steps can go on.
+build_all() {
+  local failed missing p
+  bounded "$(left)" cmake --build $B -j"$(nproc)" -- -k 0 >"$L/build.last" 2>&1
+  local rc=$?
+  cat "$L/build.last" >>"$L/build.log"
+  [ -n "$DRY" ] && return 0
+  failed=$(sed -n -E 's/^FAILED: (\[code=[0-9]+\] )?//p' "$L/build.last" | sort -u | tr '\n' ' ')
+  missing=$(for p in "$T" $(gpu_tests all | awk '{ for (i = 1; $i ~ /=/; i++); print $i }'); do
+    [ -x "$p" ] || echo "$p"
+  done | sort -u | tr '\n' ' ')
+  if [ $rc -ne 0 ]; then
+    grep -B2 -A8 -m5 "error" "$L/build.last" | head -60
   fi
-  say "built"
+  if [ -n "$missing" ]; then
+    say "build failed${failed:+ for ${failed% }}: no ${missing% }: the steps that need it say so," \
+      "and the first of them in a later call builds again"
+  elif [ $rc -ne 0 ]; then
+    say "build: failed for ${failed% }; every program the GPU steps need is built (tarnn and the" \
+      "gpu-labelled tests'): they go on"
+  else
+    say "built"
+  fi
 }
 
 # detached LOG CMD...: CMD in its own session (setsid), to outlive the call, in the background
@@ -544,20 +574,25 @@ step_maps() {
   done
 }
 
-gpu_tests() { # "ENV... PROGRAM" for every gpu-labelled test that is a program (not a script)
+# gpu_tests [all]: "ENV... PROGRAM ARGS" for every gpu-labelled test that is a program (not a
+# script); all: test_cuda too (the sanitizers leave it out)
+gpu_tests() {
   if [ -n "$DRY" ] && [ ! -f $B/CTestTestfile.cmake ]; then
     echo "TARNN_KERNELS=cuda $B/tests/test_kernels"
     return
   fi
+  [ -f $B/CTestTestfile.cmake ] || return 0
   ctest --test-dir $B -L gpu --show-only=json-v1 | "$PY" -c '
 import json, os, sys
 for t in json.load(sys.stdin)["tests"]:
     cmd = t.get("command") or []
-    if not cmd or not cmd[0].startswith(os.path.abspath(sys.argv[1])) or t["name"] == "test_cuda":
-        continue  # scripts, and test_cuda: its full-size rollouts outlast any tool (2026-11-22)
+    if not cmd or not cmd[0].startswith(os.path.abspath(sys.argv[1])):
+        continue  # scripts
+    if t["name"] == "test_cuda" and sys.argv[2] != "all":
+        continue  # its full-size rollouts outlast any sanitizer (2026-11-22)
     env = [e for p in t.get("properties", []) if p["name"] == "ENVIRONMENT" for e in p["value"]
            if " " not in e]
-    print(" ".join(env + cmd))' "$B"
+    print(" ".join(env + cmd))' "$B" "${1:-}"
 }
 
 step_sanitize() {
