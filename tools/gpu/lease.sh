@@ -75,7 +75,9 @@ NCU_METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
 NCU_METRICS+=,sm__throughput.avg.pct_of_peak_sustained_elapsed
 NCU_METRICS+=,dram__throughput.avg.pct_of_peak_sustained_elapsed
 NCU_METRICS+=,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
-TRAIN_ARGS=${TRAIN_ARGS:---batch 512 --ref-batch 64 --lr 1.5e-4 --warmup 200 --chunk 128 --compile}
+# The trainer's: continuing a trained model with a fresh AdamW (docs/CUDA.md, "On a lent GPU":
+# why 1.5e-4 at batch 512, unscaled, and 500 warm-up steps)
+TRAIN_ARGS=${TRAIN_ARGS:---batch 512 --lr 1.5e-4 --warmup 500 --chunk 128 --compile}
 
 OUT=${OUT:-/tmp/tarnn-lease}
 L=${LEASE_DIR:-/tmp/lease} # kept between the calls of one lease (the machine stays up)
@@ -528,7 +530,8 @@ step_train_start() {
   # shellcheck disable=SC2206 # TRAIN_ARGS: flags, split at spaces
   local cmd=("$PY" tools/train.py --init-from "$init" --train data/mnist/train-images-idx3-ubyte
     --heldout data/mnist/valid-images-idx3-ubyte --ckpt "$L/train.pt" --ckpt-minutes 1
-    --end-at "$end_at" --time-decay 0.5 --ema 0.999 --eval-every 500 --eval-images 1000
+    --end-at "$end_at" --time-decay 0.5 --ema 0.999 --ema-from-decay --eval-every 500
+    --eval-images 1000
     --compile-timeout 120 --rate-seconds 60 --rate-file "$L/train-rate.json" $TRAIN_ARGS)
   if [ -n "$DRY" ]; then
     run "${cmd[@]}"
@@ -652,33 +655,38 @@ step_train_end() {
   begin train-end || return 0
   stop_trainer
   if [ -f "$L/train.log" ]; then tail -12 "$L/train.log"; cp "$L/train.log" "$OUT/train.log"; fi
-  local dtype score=$L/score-ema.json
+  local dtype score=$L/score.json m=$L/m-trained which=averaged ema=(--ema) use=(--use-ema)
   dtype=$(weights_dtype)
+  # the weights the trainer's end says to keep (train.py's `end:` line: the better of the last and
+  # the averaged on the held-out digits); the averaged where it did not say
+  if [ "$(sed -n -E 's/^end: .*keep: (averaged|last).*/\1/p' "$L/train.log" 2>/dev/null |
+    tail -1)" = last ]; then
+    which=last ema=() use=()
+  fi
   if [ ! -f "$L/train.pt" ]; then # DRY=1 without a stand-in checkpoint: the commands
     say "no checkpoint $L/train.pt: nothing to export"
     [ -n "$DRY" ] || return 0
-    run "$PY" tools/export.py "$L/train.pt" --out "$L/m-ema" --ema --dtype "$dtype"
-    run "$T" score --device cuda --model "$L/m-ema" --images "$TEST_IMAGES" --quiet \
-      --json-file "$score"
-    torch_score
+    run "$PY" tools/export.py "$L/train.pt" --out "$m" "${ema[@]}" --dtype "$dtype"
+    run "$T" score --device cuda --model "$m" --images "$TEST_IMAGES" --quiet --json-file "$score"
+    torch_score "${use[@]}"
     return 0
   fi
-  say "the averaged weights, $dtype, back in parts at once; then scored"
-  rm -rf "$L/m-ema"
-  if ! "$PY" tools/export.py "$L/train.pt" --out "$L/m-ema" --ema --dtype "$dtype"; then
+  say "the $which weights (train.log), $dtype, back in parts at once; then scored"
+  rm -rf "$m"
+  if ! "$PY" tools/export.py "$L/train.pt" --out "$m" "${ema[@]}" --dtype "$dtype"; then
     say "export failed"
     return 0
   fi
-  "$PY" tools/gpu/weights.py pack "$L/m-ema" "$OUT" --part-bytes "$PART_B" --dtype "$dtype"
+  "$PY" tools/gpu/weights.py pack "$m" "$OUT" --part-bytes "$PART_B" --dtype "$dtype"
   local device=cuda
   [ -n "$DRY" ] && device=cpu # the proof here (lease_pack_join): the CPU engine plays the GPU
-  timeout "$(left)" "$T" score --device $device --model "$L/m-ema" --images "$TEST_IMAGES" --quiet \
+  timeout "$(left)" "$T" score --device $device --model "$m" --images "$TEST_IMAGES" --quiet \
     --json-file "$score" &&
     "$PY" tools/gpu/weights.py scored "$OUT/weights.json" "$score" "$TEST_IMAGES"
-  torch_score
+  torch_score "${use[@]}"
 }
-torch_score() { # PyTorch's fp32 figure for the same weights, beside the engine's (in the log)
-  run "$PY" tools/train.py --eval-only --use-ema --ckpt "$L/train.pt" --batch 250 \
+torch_score() { # [--use-ema]: PyTorch's fp32 figure for the same weights, beside the engine's
+  run "$PY" tools/train.py --eval-only "$@" --ckpt "$L/train.pt" --batch 250 \
     --heldout "$TEST_IMAGES"
 }
 
