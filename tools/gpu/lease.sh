@@ -490,6 +490,7 @@ step_build() {
     say "configure failed: the steps that need the build will say so"
     return 0
   fi
+  REBUILT=1 # not again in this call: the same tree would fail the same way
   build_all
 }
 # build_all: everything, on past a target that fails (ninja -k 0): one test shim that did not
@@ -500,7 +501,7 @@ build_all() {
   bounded "$(left)" cmake --build $B -j"$(nproc)" -- -k 0 >"$L/build.last" 2>&1
   local rc=$?
   cat "$L/build.last" >>"$L/build.log"
-  [ -n "$DRY" ] && return 0
+  [ -n "$DRY" ] && { say "built"; return 0; }
   failed=$(sed -n -E 's/^FAILED: (\[code=[0-9]+\] )?//p' "$L/build.last" | sort -u | tr '\n' ' ')
   missing=$(for p in "$T" $(gpu_tests all | awk '{ for (i = 1; $i ~ /=/; i++); print $i }'); do
     [ -x "$p" ] || echo "$p"
