@@ -336,6 +336,19 @@ def decaying(args, step, elapsed):
             or bool(args.time_decay > 0 and args.minutes and elapsed > 1.0 - args.time_decay))
 
 
+@torch.no_grad()
+def update_average(ema, model, decay, restart):
+    """e = decay e + (1 - decay) w for every tensor at once (one fused update: a GPU would
+    otherwise launch many small kernels), or e = w where the average starts again."""
+    es, ps = list(ema.parameters()), [p.detach() for p in model.parameters()]
+    if restart:
+        for e, p in zip(es, ps):
+            e.copy_(p)
+    else:
+        torch._foreach_mul_(es, decay)
+        torch._foreach_add_(es, ps, alpha=1.0 - decay)
+
+
 def main(args):
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -517,17 +530,12 @@ def main(args):
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         opt.step()
         if ema is not None:
-            with torch.no_grad():  # one fused update over all tensors (many small launches on a GPU)
-                es, ps = list(ema.parameters()), [p.detach() for p in model.parameters()]
-                if args.ema_from_decay and not ema_since and decaying(args, step, elapsed):
-                    for e, p in zip(es, ps):
-                        e.copy_(p)
-                    ema_since = step + 1
-                    print(f"step {step + 1}: the rate's decay has begun: the average starts again "
-                          f"from these weights (--ema-from-decay)", flush=True)
-                else:
-                    torch._foreach_mul_(es, args.ema)
-                    torch._foreach_add_(es, ps, alpha=1.0 - args.ema)
+            restart = args.ema_from_decay and not ema_since and decaying(args, step, elapsed)
+            update_average(ema, model, args.ema, restart)
+            if restart:
+                ema_since = step + 1
+                print(f"step {step + 1}: the rate's decay has begun: the average starts again "
+                      f"from these weights (--ema-from-decay)", flush=True)
         step += 1
         seen += len(batch)
         if not guard.watching():
