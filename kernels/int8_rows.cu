@@ -13,7 +13,8 @@ namespace {
 
 constexpr int kWarp = 32, kRowsPerBlock = 8;
 
-__global__ void quantize_rows_int8_kernel(const float *x, int rows, int in, int8_t *q, float *sx) {
+__global__ void quantize_rows_int8_kernel(const float *x, int rows, int in, int ldq, int8_t *q,
+                                          float *sx) {
   const int lane = int(threadIdx.x) % kWarp;
   for (int r = int(blockIdx.x) * kRowsPerBlock + int(threadIdx.x) / kWarp; r < rows;
        r += int(gridDim.x) * kRowsPerBlock) { // the same r for every lane of a warp
@@ -26,41 +27,40 @@ __global__ void quantize_rows_int8_kernel(const float *x, int rows, int in, int8
       amax = other > amax ? other : amax;
     }
     const Int8Scale s = int8_scale(amax);
-    int8_t *qr = q + size_t(r) * in;
-    for (int k = lane; k < in; k += kWarp)
-      qr[k] = s.inv == 0.0f ? int8_t(0) : int8_quantize(v[k], s.inv);
+    int8_t *qr = q + size_t(r) * ldq;
+    for (int k = lane; k < ldq; k += kWarp) // the padding after `in`: zeros
+      qr[k] = s.inv == 0.0f || k >= in ? int8_t(0) : int8_quantize(v[k], s.inv);
     if (lane == 0)
       sx[r] = s.scale;
   }
 }
 
-__global__ void finish_int8_kernel(const int32_t *acc, const float *sx, const float *sw,
+__global__ void finish_int8_kernel(const int32_t *acc, int ldacc, const float *sx, const float *sw,
                                    const float *b, int rows, int out, Act act, float *y) {
   for (int r = blockIdx.x; r < rows; r += gridDim.x)
-    for (int j = threadIdx.x; j < out; j += blockDim.x) {
-      const size_t e = size_t(r) * out + j;
-      y[e] = int8_finish(acc[e], sx[r], sw[j], b, j, act);
-    }
+    for (int j = threadIdx.x; j < out; j += blockDim.x)
+      y[size_t(r) * out + j] = int8_finish(acc[size_t(r) * ldacc + j], sx[r], sw[j], b, j, act);
 }
 
 } // namespace
 
-void launch_quantize_rows_int8(const float *x, int rows, int in, int8_t *q, float *sx,
+void launch_quantize_rows_int8(const float *x, int rows, int in, int ldq, int8_t *q, float *sx,
                                cudaStream_t s) {
   if (rows <= 0) // an empty grid is a launch error
     return;
   const int blocks = std::min((rows + kRowsPerBlock - 1) / kRowsPerBlock, 65536);
-  TARNN_LAUNCH(quantize_rows_int8_kernel, blocks, kWarp * kRowsPerBlock, 0, s)(x, rows, in, q, sx);
+  TARNN_LAUNCH(quantize_rows_int8_kernel, blocks, kWarp * kRowsPerBlock, 0, s)
+  (x, rows, in, ldq, q, sx);
   launch_check("quantize_rows_int8_kernel");
 }
 
-void launch_finish_int8(const int32_t *acc, const float *sx, const float *sw, const float *b,
-                        int rows, int out, Act act, float *y, cudaStream_t s) {
+void launch_finish_int8(const int32_t *acc, int ldacc, const float *sx, const float *sw,
+                        const float *b, int rows, int out, Act act, float *y, cudaStream_t s) {
   if (rows <= 0)
     return;
   const int threads = out >= 256 ? 256 : (out + 31) / 32 * 32;
   TARNN_LAUNCH(finish_int8_kernel, std::min(rows, 65536), threads, 0, s)
-  (acc, sx, sw, b, rows, out, act, y);
+  (acc, ldacc, sx, sw, b, rows, out, act, y);
   launch_check("finish_int8_kernel");
 }
 

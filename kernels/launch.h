@@ -32,10 +32,11 @@ void launch_sample_bytes(const float *o, int K, const uint8_t *given, const uint
                          int rows, cudaStream_t s);
 void launch_advance_position(StepParams *p, cudaStream_t s);
 void launch_round_bf16(const float *x, uint16_t *out, size_t n, cudaStream_t s);
-// --precision int8 (int8_rows.h): q, sx of x's rows; then y = act(acc * (sx sw) + b), y may be acc
-void launch_quantize_rows_int8(const float *x, int rows, int in, int8_t *q, float *sx,
+// --precision int8 (int8_rows.h): q (rows ldq apart, zeros after in), sx of x's rows; then
+// y = act(acc * (sx sw) + b), acc's rows ldacc apart (y may be acc where ldacc is out)
+void launch_quantize_rows_int8(const float *x, int rows, int in, int ldq, int8_t *q, float *sx,
                                cudaStream_t s);
-void launch_finish_int8(const int32_t *acc, const float *sx, const float *sw, const float *b,
-                        int rows, int out, Act act, float *y, cudaStream_t s);
+void launch_finish_int8(const int32_t *acc, int ldacc, const float *sx, const float *sw,
+                        const float *b, int rows, int out, Act act, float *y, cudaStream_t s);
 
 } // namespace tarnn

@@ -1,6 +1,8 @@
 // Helpers the test files share: paths, temporary folders, reading files.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "tarnn/error.h"
+#include "tarnn/jobs.h"
 #include "tarnn/model.h"
 #include "tarnn/run.h"
 
@@ -96,6 +99,39 @@ struct Outcome {
     return r;
   }
 };
+
+// The shipped model's bits/dim on 4 of its own digits (sampled in fp32, batch 4): fp32's, and with
+// `change` made to the options, prefilled and step by step. The bars of the studies (docs/STATE.md,
+// docs/PRECISION.md) for a reduced format are set on these.
+struct AgainstFp32 {
+  std::vector<double> fp32, changed, stepped;
+  double worst() const { // the largest |changed - fp32|
+    double w = 0;
+    for (size_t i = 0; i < fp32.size(); ++i)
+      w = std::max(w, std::fabs(changed[i] - fp32[i]));
+    return w;
+  }
+  double mean() const { // the mean of changed - fp32
+    double m = 0;
+    for (size_t i = 0; i < fp32.size(); ++i)
+      m += (changed[i] - fp32[i]) / double(fp32.size());
+    return m;
+  }
+};
+inline AgainstFp32
+shipped_model_against_fp32(const std::function<void(tarnn::RunOptions &)> &change) {
+  const tarnn::Model m = tarnn::load_model(source_dir() + "/models/mnist");
+  tarnn::RunOptions o;
+  o.batch = 4;
+  tarnn::Engine full(m, o);
+  change(o);
+  tarnn::Engine changed(m, o);
+  o.prefill = false;
+  tarnn::Engine stepped(m, o);
+  const tarnn::ImageSet digits = tarnn::sample_images(full, 4, 3);
+  return {tarnn::score_images(full, digits), tarnn::score_images(changed, digits),
+          tarnn::score_images(stepped, digits)};
+}
 
 // The one line a tarnn::Error says, or "(no error)".
 inline std::string error_of(const std::function<void()> &f) {

@@ -18,18 +18,14 @@
 //
 // Built beside the library (target int8_study) for docs/PRECISION.md; not a test, not installed.
 #include <algorithm>
-#include <atomic>
-#include <cmath>
+#include <array>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "../src/cpu/cpu_ops.h"
-#include "../src/model/decoder.h"
-#include "tarnn/tarnn.h"
+#include "study.h"
 
 using namespace tarnn;
 
@@ -41,38 +37,25 @@ const char *const kDefaultVariants[] = {
     "int8-out=out:int8",         "int8-ff1=ff1:int8",
     "int8-ff2=ff2:int8",         "int8-pred=pred:int8"};
 
-struct Args {
-  std::string model, images, out = "-";
-  int64_t first = 0, limit = 1000;
-  int batch = 50, threads = 2;
+struct Args : study::Options {
+  Args() : Options(1000, 50) {}
+  int64_t first = 0;
   std::vector<std::string> variants;
 };
 
 Args parse(int argc, char **argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--model")
-      a.model = v;
-    else if (k == "--images")
-      a.images = v;
-    else if (k == "--first")
-      a.first = std::stoll(v);
-    else if (k == "--limit")
-      a.limit = std::stoll(v);
-    else if (k == "--batch")
-      a.batch = std::stoi(v);
-    else if (k == "--threads")
-      a.threads = std::stoi(v);
-    else if (k == "--out")
-      a.out = v;
+  study::parse_options(argc, argv, a, [&](const std::string &k, const std::string &v) {
+    if (k == "--first")
+      a.first = study::whole_number(k, v);
     else if (k == "--variant")
       a.variants.push_back(v);
     else
-      throw Error("int8_study: unknown option " + k);
-  }
+      return false;
+    return true;
+  });
   if (a.model.empty() || a.images.empty())
-    throw Error("int8_study: give --model and --images");
+    throw Error("give --model and --images");
   if (a.variants.empty())
     a.variants.assign(std::begin(kDefaultVariants), std::end(kDefaultVariants));
   return a;
@@ -94,7 +77,7 @@ Plan plan_of(const std::string &spec, int n_layers) {
     at = end + 1;
     const size_t colon = item.find(':');
     if (colon == std::string::npos)
-      throw Error("int8_study: " + item + ": not TARGET:PRECISION");
+      throw Error(item + ": not TARGET:PRECISION");
     std::string target = item.substr(0, colon);
     const Precision precision = parse_precision(item.substr(colon + 1));
     int only = -1;
@@ -102,7 +85,7 @@ Plan plan_of(const std::string &spec, int n_layers) {
       only = std::stoi(target.substr(amp + 1));
       target.resize(amp);
       if (only < 0 || only >= n_layers)
-        throw Error("int8_study: " + item + ": no such layer");
+        throw Error(item + ": no such layer");
     }
     bool found = false;
     for (int k = 0; k < kKinds; ++k)
@@ -113,7 +96,7 @@ Plan plan_of(const std::string &spec, int n_layers) {
             p[size_t(l)][size_t(k)] = precision;
       }
     if (!found)
-      throw Error("int8_study: " + item + ": no target " + target);
+      throw Error(item + ": no target " + target);
   }
   return p;
 }
@@ -129,13 +112,21 @@ Precision precision_of(const Model &m, const Plan &plan, const Linear &l) {
       if (&l == kinds[k])
         return plan[i][size_t(k)];
   }
-  throw Error("int8_study: a linear layer the model does not have");
+  throw Error("a linear layer the model does not have");
 }
 
-struct Found { // what one thread finds over its batches, per variant (0: fp32)
-  std::vector<std::vector<double>> worst, sum;              // [variant][t]
-  std::vector<std::vector<std::pair<int64_t, double>>> bpd; // [variant] (image, bits/dim)
-};
+// The variants' names and specs, fp32 everywhere first: the reference.
+std::pair<std::vector<std::string>, std::vector<std::string>> variants_of(const Args &a) {
+  std::vector<std::string> names = {"fp32"}, specs = {""};
+  for (const std::string &v : a.variants) {
+    const size_t eq = v.find('=');
+    if (eq == std::string::npos)
+      throw Error("--variant " + v + ": not NAME=SPEC");
+    names.push_back(v.substr(0, eq));
+    specs.push_back(v.substr(eq + 1));
+  }
+  return {names, specs};
+}
 
 } // namespace
 
@@ -143,102 +134,35 @@ int main(int argc, char **argv) try {
   const Args a = parse(argc, argv);
   const Model m = load_model(a.model);
   const Config &c = m.config;
-  ImageSet images = read_images(a.images, c);
+  const ImageSet images = read_images(a.images, c);
   const int64_t first = std::min(a.first, images.count),
                 count = std::min(a.limit, images.count - first);
-  const int L = c.positions(), K3 = c.d_out();
-  std::vector<std::string> names = {"fp32"};
-  std::vector<std::string> specs = {""};
-  for (const std::string &v : a.variants) {
-    const size_t eq = v.find('=');
-    if (eq == std::string::npos)
-      throw Error("int8_study: --variant " + v + ": not NAME=SPEC");
-    names.push_back(v.substr(0, eq));
-    specs.push_back(v.substr(eq + 1));
-  }
+  const int L = c.positions();
+  const auto [names, specs] = variants_of(a);
   std::vector<std::unique_ptr<CpuWeights>> weights;
   for (const std::string &s : specs) {
     const Plan plan = plan_of(s, c.n_layers);
     weights.push_back(
         std::make_unique<CpuWeights>(m, [&](const Linear &l) { return precision_of(m, plan, l); }));
   }
-  const size_t V = names.size();
-
-  auto study = [&](int64_t at, int n, Found &found) {
-    std::vector<std::unique_ptr<Decoder<CpuOps>>> dec;
-    for (size_t v = 0; v < V; ++v)
-      dec.push_back(std::make_unique<Decoder<CpuOps>>(c, weights[v]->view(), n, StateFormat::Fp32,
-                                                      CpuKernels{}));
-    std::vector<uint8_t> cur(static_cast<size_t>(n));
-    std::vector<std::vector<float>> o(V, std::vector<float>(size_t(n) * K3));
-    std::vector<std::vector<double>> lp(V, std::vector<double>(size_t(n), 0.0));
-    for (int t = 0; t < L; ++t) {
-      for (int r = 0; r < n; ++r)
-        cur[size_t(r)] = images.image(at + r)[t];
-      for (size_t v = 0; v < V; ++v) {
-        dec[v]->step(t, cur.data(), o[v].data());
-        for (int r = 0; r < n; ++r)
-          lp[v][size_t(r)] +=
-              mixture_log_prob(&o[v][size_t(r) * K3], c.mixtures, images.image(at + r)[t + 1]);
-      }
-      for (size_t v = 1; v < V; ++v)
-        for (size_t i = 0; i < o[v].size(); ++i) {
-          const double e = std::fabs(double(o[v][i]) - double(o[0][i]));
-          found.worst[v][size_t(t)] = std::max(found.worst[v][size_t(t)], e);
-          found.sum[v][size_t(t)] += e;
-        }
-    }
-    for (size_t v = 0; v < V; ++v)
-      for (int r = 0; r < n; ++r)
-        found.bpd[v].emplace_back(at + r, -lp[v][size_t(r)] / (L * std::log(2.0)));
-  };
-
-  const int threads = std::max(1, a.threads);
-  std::vector<Found> found(static_cast<size_t>(threads));
-  for (Found &f : found) {
-    f.worst.assign(V, std::vector<double>(size_t(L), 0.0));
-    f.sum = f.worst;
-    f.bpd.resize(V);
-  }
-  std::atomic<int64_t> next{0}, done{0};
-  std::vector<std::thread> team;
-  for (int i = 0; i < threads; ++i)
-    team.emplace_back([&, i] {
-      for (int64_t at; (at = next.fetch_add(a.batch)) < count;) {
-        const int n = int(std::min<int64_t>(a.batch, count - at));
-        study(first + at, n, found[size_t(i)]);
-        std::fprintf(stderr, "%lld of %lld images\n", static_cast<long long>(done += n),
-                     static_cast<long long>(count));
-      }
-    });
-  for (std::thread &t : team)
-    t.join();
-
+  const size_t V = names.size(), threads = size_t(std::max(1, a.threads));
+  std::vector<study::Found> found(threads, study::Found(V, L));
+  study::share_out(count, a.batch, int(threads), [&](int i, int64_t at, int n) {
+    study::teacher_force(
+        c, images, V,
+        [&](size_t v, int rows) {
+          return std::make_unique<Decoder<CpuOps>>(c, weights[v]->view(), rows, StateFormat::Fp32,
+                                                   CpuKernels{});
+        },
+        first + at, n, found[size_t(i)]);
+  });
   nlohmann::json j = {{"model", a.model}, {"images_file", a.images}, {"first", first},
-                      {"images", count},  {"positions", L},          {"parameters", K3}};
+                      {"images", count},  {"positions", L},          {"parameters", c.d_out()}};
   for (size_t v = 0; v < V; ++v) {
-    std::vector<double> worst(static_cast<size_t>(L), 0.0), sum = worst,
-                                                            bpd(static_cast<size_t>(count));
-    for (const Found &f : found) {
-      for (int t = 0; t < L; ++t) {
-        worst[size_t(t)] = std::max(worst[size_t(t)], f.worst[v][size_t(t)]);
-        sum[size_t(t)] += f.sum[v][size_t(t)];
-      }
-      for (const auto &[image, b] : f.bpd[v])
-        bpd[size_t(image - first)] = b;
-    }
-    nlohmann::json &e = j["variants"][names[v]];
-    e = {{"spec", specs[v]}, {"bits_per_dim", bpd}};
-    if (v > 0) {
-      e["worst_param_error_at_t"] = worst;
-      e["sum_param_error_at_t"] = sum;
-    }
+    j["variants"][names[v]] = study::findings(found, v, first, count, L, "sum_param_error_at_t");
+    j["variants"][names[v]]["spec"] = specs[v];
   }
-  const std::string text = j.dump() + "\n";
-  if (a.out == "-")
-    std::fputs(text.c_str(), stdout);
-  else
-    write_file_atomic(a.out, text);
+  study::write_json(a.out, j);
   return 0;
 } catch (const std::exception &e) {
   std::fprintf(stderr, "int8_study: %s\n", e.what());

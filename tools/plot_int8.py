@@ -33,6 +33,8 @@ ARGS = parse_args() if __name__ == "__main__" else None
 
 import numpy as np  # noqa: E402
 
+from study_plots import changes, error_panels, score_labels, tenths  # noqa: E402
+
 
 def load_merged(path):
     j = json.load(open(path))
@@ -75,56 +77,37 @@ def table(title, j):
     base = j["variants"]["fp32"]["bits_per_dim"]
     for name, v in sorted(j["variants"].items(), key=lambda kv: kv[0] != "fp32"):
         b = v["bits_per_dim"]
-        d = b - base
         row = f"| {name} | {v['spec'] or '(none)'} | {b.mean():.6f} |"
         if name == "fp32":
             print(row + " | | | | |")
             continue
-        w, m = v["worst_param_error_at_t"], v["mean_param_error_at_t"]
-        k = max(1, len(w) // 10)
-        print(row + f" {d.mean():+.6f} | {d[np.argmax(np.abs(d))]:+.4f} "
-              f"| {int((np.abs(d) > 0.005).sum())} | {w[:k].max():.3g} / {w[-k:].max():.3g} "
-              f"| {m[:k].mean():.3g} / {m[-k:].mean():.3g} |")
+        mean, worst, over = changes(b, base, 0.005)
+        w0, w1, m0, m1 = tenths(v["worst_param_error_at_t"], v["mean_param_error_at_t"])
+        print(row + f" {mean:+.6f} | {worst:+.4f} | {over} | {w0:.3g} / {w1:.3g} "
+              f"| {m0:.3g} / {m1:.3g} |")
 
 
 def scores_table(paths):
     runs = [json.load(open(p)) for p in paths]
-    base = np.array(runs[0]["per_image"])
+    base = runs[0]["per_image"]
     print("\n| precision | state | bits/dim | mean change | worst image's change "
           "| images changed by more than 0.005 | file |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for path, j in zip(paths, runs):
-        d = np.array(j["per_image"]) - base
-        changes = (f"{d.mean():+.7f} | {d[np.argmax(np.abs(d))]:+.4f} | "
-                   f"{int((np.abs(d) > 0.005).sum())}") if path != paths[0] else " | |"
-        named = os.path.basename(path)[:-5].split("-")  # score-PRECISION-STATE.json: older files
-        print(f"| {j.get('precision', named[1])} | {j.get('state', named[2])} "
-              f"| {j['bits_per_dim']:.6f} | {changes} | {os.path.basename(path)} |")
+        mean, worst, over = changes(j["per_image"], base, 0.005)
+        shown = f"{mean:+.7f} | {worst:+.4f} | {over}" if path != paths[0] else " | |"
+        precision, state = score_labels(path, j)
+        print(f"| {precision} | {state} | {j['bits_per_dim']:.6f} | {shown} "
+              f"| {os.path.basename(path)} |")
 
 
 def plot(studies, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(studies), figsize=(6.5 * len(studies), 4.4), squeeze=False)
-    for ax, (title, j) in zip(axes[0], studies):
-        for name, v in sorted(j["variants"].items()):
-            if "mean_param_error_at_t" not in v:
-                continue
-            t = np.arange(len(v["mean_param_error_at_t"]))
-            line, = ax.plot(t, v["mean_param_error_at_t"], label=f"{name}: mean", lw=1.2)
-            ax.plot(t, v["worst_param_error_at_t"], color=line.get_color(), lw=0.5, alpha=0.45)
-        ax.set_yscale("log")
-        ax.set_xlabel("position t")
-        ax.set_ylabel("|mixture parameter - fp32's| (thin: worst)")
-        ax.set_title(f"{title}: {j['images']:,} MNIST test digits")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = os.path.join(out, "int8-error-vs-position.png")
-    fig.savefig(path, dpi=110)
-    print(f"\nwrote {path}")
+    panels = [(f"{title}: {j['images']:,} MNIST test digits",
+               [(name, v["mean_param_error_at_t"], v["worst_param_error_at_t"])
+                for name, v in sorted(j["variants"].items()) if "mean_param_error_at_t" in v])
+              for title, j in studies]
+    error_panels(panels, os.path.join(out, "int8-error-vs-position.png"), (6.5, 4.4),
+                 "|mixture parameter - fp32's| (thin: worst)", 7, {"lw": 0.5, "alpha": 0.45})
 
 
 def write_merged(j, path):

@@ -11,56 +11,39 @@
 //
 // Built beside the library (target state_study) for docs/STATE.md; not a test and not installed.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "../kernels/state_format.h"
-#include "../src/cpu/cpu_ops.h"
-#include "../src/model/decoder.h"
-#include "tarnn/tarnn.h"
+#include "study.h"
 
 using namespace tarnn;
 
 namespace {
 
-struct Args {
-  std::string model, images, shape, out = "-";
-  int64_t limit = 500, count = 4;
-  int batch = 100, threads = 2;
+struct Args : study::Options {
+  Args() : Options(500, 100) {}
+  std::string shape;
+  int64_t count = 4;
 };
 
 Args parse(int argc, char **argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--model")
-      a.model = v;
-    else if (k == "--images")
-      a.images = v;
-    else if (k == "--shape")
+  study::parse_options(argc, argv, a, [&](const std::string &k, const std::string &v) {
+    if (k == "--shape")
       a.shape = v;
-    else if (k == "--limit")
-      a.limit = std::stoll(v);
     else if (k == "--count")
-      a.count = std::stoll(v);
-    else if (k == "--batch")
-      a.batch = std::stoi(v);
-    else if (k == "--threads")
-      a.threads = std::stoi(v);
-    else if (k == "--out")
-      a.out = v;
+      a.count = study::whole_number(k, v);
     else
-      throw Error("state_study: unknown option " + k);
-  }
+      return false;
+    return true;
+  });
   if (a.model.empty() == a.shape.empty())
-    throw Error("state_study: give --model (with --images) or --shape cifar10|mnist");
+    throw Error("give --model (with --images) or --shape cifar10|mnist");
   return a;
 }
 
@@ -93,6 +76,36 @@ void scan(const Config &c, const StepBuffers &b, int rows, PerLayer &p) {
       }
 }
 
+// The images to study: the first --limit of --images, or --count sampled in fp32 from the model.
+ImageSet study_images(const Args &a, const Model &m) {
+  if (a.images.empty()) {
+    Engine engine(m, RunOptions{});
+    return sample_images(engine, a.count, 7);
+  }
+  ImageSet images = read_images(a.images, m.config);
+  if (a.limit > 0 && a.limit < images.count) {
+    images.count = a.limit;
+    images.bytes.resize(size_t(a.limit) * images.bytes_per_image());
+  }
+  return images;
+}
+
+// The threads' |S| and |z| per layer, merged.
+PerLayer merge_layers(const std::vector<PerLayer> &found) {
+  PerLayer layers = found[0];
+  for (size_t i = 1; i < found.size(); ++i) {
+    const PerLayer &f = found[i];
+    for (size_t l = 0; l < layers.max_s.size(); ++l) {
+      layers.max_s[l] = std::max(layers.max_s[l], f.max_s[l]);
+      layers.max_z[l] = std::max(layers.max_z[l], f.max_z[l]);
+    }
+    layers.entries += f.entries;
+    layers.above_fp16 += f.above_fp16;
+    layers.below_fp16_normal += f.below_fp16_normal;
+  }
+  return layers;
+}
+
 } // namespace
 
 int main(int argc, char **argv) try {
@@ -101,117 +114,44 @@ int main(int argc, char **argv) try {
                       ? random_model(a.shape == "cifar10" ? Config::cifar10() : Config::mnist(), 1)
                       : load_model(a.model);
   const Config &c = m.config;
-  ImageSet images;
-  if (!a.images.empty()) {
-    images = read_images(a.images, c);
-    if (a.limit > 0 && a.limit < images.count) {
-      images.count = a.limit;
-      images.bytes.resize(size_t(a.limit) * images.bytes_per_image());
-    }
-  } else { // the model's own images, sampled in fp32
-    Engine engine(m, RunOptions{});
-    images = sample_images(engine, a.count, 7);
-  }
+  const ImageSet images = study_images(a, m);
   const int L = c.positions(), K3 = c.d_out();
   const std::vector<StateFormat> formats = all_state_formats(); // fp32 first: the reference
   const CpuWeights w(m, Precision::Fp32);
-  // what one thread finds over its batches, merged at the end
-  struct Found {
-    std::vector<std::vector<double>> worst, sum;              // [format][t]
-    std::vector<std::vector<std::pair<int64_t, double>>> bpd; // [format] (image, bits/dim)
-    PerLayer layers;
-  };
-  auto study = [&](int64_t first, int n, Found &found) {
-    std::vector<std::unique_ptr<Decoder<CpuOps>>> dec;
-    for (StateFormat f : formats)
-      dec.push_back(std::make_unique<Decoder<CpuOps>>(c, w.view(), n, f, CpuKernels{}));
-    std::vector<uint8_t> cur(static_cast<size_t>(n));
-    std::vector<std::vector<float>> o(formats.size(), std::vector<float>(size_t(n) * K3));
-    std::vector<std::vector<double>> lp(formats.size(), std::vector<double>(size_t(n), 0.0));
-    for (int t = 0; t < L; ++t) {
-      for (int r = 0; r < n; ++r)
-        cur[size_t(r)] = images.image(first + r)[t];
-      for (size_t f = 0; f < formats.size(); ++f) {
-        dec[f]->step(t, cur.data(), o[f].data());
-        for (int r = 0; r < n; ++r)
-          lp[f][size_t(r)] +=
-              mixture_log_prob(&o[f][size_t(r) * K3], c.mixtures, images.image(first + r)[t + 1]);
-      }
-      for (size_t f = 1; f < formats.size(); ++f)
-        for (size_t i = 0; i < o[f].size(); ++i) {
-          const double e = std::fabs(double(o[f][i]) - double(o[0][i]));
-          found.worst[f][size_t(t)] = std::max(found.worst[f][size_t(t)], e);
-          found.sum[f][size_t(t)] += e;
-        }
-      scan(c, dec[0]->buffers(), n, found.layers);
-    }
-    for (size_t f = 0; f < formats.size(); ++f)
-      for (int r = 0; r < n; ++r)
-        found.bpd[f].emplace_back(first + r, -lp[f][size_t(r)] / (L * std::log(2.0)));
-  };
-  const int threads = std::max(1, a.threads);
-  std::vector<Found> found(static_cast<size_t>(threads));
-  for (Found &f : found) {
-    f.worst.assign(formats.size(), std::vector<double>(size_t(L), 0.0));
-    f.sum = f.worst;
-    f.bpd.resize(formats.size());
-    f.layers.max_s.assign(size_t(c.n_layers), 0.0);
-    f.layers.max_z.assign(size_t(c.n_layers), 0.0);
+  const size_t threads = size_t(std::max(1, a.threads));
+  std::vector<study::Found> found(threads, study::Found(formats.size(), L));
+  std::vector<PerLayer> layers(threads);
+  for (PerLayer &p : layers) {
+    p.max_s.assign(size_t(c.n_layers), 0.0);
+    p.max_z.assign(size_t(c.n_layers), 0.0);
   }
-  std::atomic<int64_t> next{0}, done{0};
-  std::vector<std::thread> team;
-  for (int i = 0; i < threads; ++i)
-    team.emplace_back([&, i] {
-      for (int64_t first; (first = next.fetch_add(a.batch)) < images.count;) {
-        const int n = int(std::min<int64_t>(a.batch, images.count - first));
-        study(first, n, found[size_t(i)]);
-        std::fprintf(stderr, "%lld of %lld images\n", static_cast<long long>(done += n),
-                     static_cast<long long>(images.count));
-      }
-    });
-  for (std::thread &t : team)
-    t.join();
-  std::vector<std::vector<double>> worst(formats.size(), std::vector<double>(size_t(L), 0.0)),
-      mean = worst, bpd(formats.size(), std::vector<double>(size_t(images.count)));
-  PerLayer layers = found[0].layers;
-  for (const Found &f : found) {
-    for (size_t k = 0; k < formats.size(); ++k) {
-      for (int t = 0; t < L; ++t) {
-        worst[k][size_t(t)] = std::max(worst[k][size_t(t)], f.worst[k][size_t(t)]);
-        mean[k][size_t(t)] += f.sum[k][size_t(t)] / (double(images.count) * K3);
-      }
-      for (const auto &[image, b] : f.bpd[k])
-        bpd[k][size_t(image)] = b;
-    }
-    if (&f == &found[0])
-      continue;
-    for (int l = 0; l < c.n_layers; ++l) {
-      layers.max_s[size_t(l)] = std::max(layers.max_s[size_t(l)], f.layers.max_s[size_t(l)]);
-      layers.max_z[size_t(l)] = std::max(layers.max_z[size_t(l)], f.layers.max_z[size_t(l)]);
-    }
-    layers.entries += f.layers.entries;
-    layers.above_fp16 += f.layers.above_fp16;
-    layers.below_fp16_normal += f.layers.below_fp16_normal;
-  }
+  study::share_out(images.count, a.batch, int(threads), [&](int i, int64_t at, int n) {
+    study::teacher_force(
+        c, images, formats.size(),
+        [&](size_t f, int rows) {
+          return std::make_unique<Decoder<CpuOps>>(c, w.view(), rows, formats[f], CpuKernels{});
+        },
+        at, n, found[size_t(i)],
+        [&](const Decoder<CpuOps> &fp32, int rows) {
+          scan(c, fp32.buffers(), rows, layers[size_t(i)]);
+        });
+  });
+  for (study::Found &f : found) // each thread's part of the mean, as the study has always added it
+    for (std::vector<double> &sum : f.sum)
+      for (double &e : sum)
+        e /= double(images.count) * K3;
+  const PerLayer all = merge_layers(layers);
   nlohmann::json j = {{"model", a.model.empty() ? "random:" + a.shape : a.model},
                       {"images", images.count},
                       {"positions", L},
-                      {"max_abs_S_per_layer", layers.max_s},
-                      {"max_abs_z_per_layer", layers.max_z},
-                      {"S_entries_above_65504", layers.above_fp16 / layers.entries},
-                      {"S_entries_below_2^-14", layers.below_fp16_normal / layers.entries}};
-  for (size_t f = 0; f < formats.size(); ++f) {
-    j["formats"][name(formats[f])] = {{"bits_per_dim", bpd[f]}};
-    if (f > 0) {
-      j["formats"][name(formats[f])]["worst_param_error_at_t"] = worst[f];
-      j["formats"][name(formats[f])]["mean_param_error_at_t"] = mean[f];
-    }
-  }
-  const std::string text = j.dump() + "\n";
-  if (a.out == "-")
-    std::fputs(text.c_str(), stdout);
-  else
-    write_file_atomic(a.out, text);
+                      {"max_abs_S_per_layer", all.max_s},
+                      {"max_abs_z_per_layer", all.max_z},
+                      {"S_entries_above_65504", all.above_fp16 / all.entries},
+                      {"S_entries_below_2^-14", all.below_fp16_normal / all.entries}};
+  for (size_t f = 0; f < formats.size(); ++f)
+    j["formats"][name(formats[f])] =
+        study::findings(found, f, 0, images.count, L, "mean_param_error_at_t");
+  study::write_json(a.out, j);
   return 0;
 } catch (const std::exception &e) {
   std::fprintf(stderr, "state_study: %s\n", e.what());

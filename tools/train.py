@@ -54,7 +54,9 @@ def parse_args():
     ap.add_argument("--ref-batch", type=int, default=0, metavar="N",
                     help="--lr and --warmup are tuned for batch N: scale the rate by "
                          "sqrt(batch / N) and the warm-up to the same number of images (a GPU's "
-                         "larger batch; 0: as given)")
+                         "larger batch; 0: as given). Not for continuing a trained model: 64 to "
+                         "512 made 1.5e-4 4.24e-4 and 200 warm-up steps 25, and the lease of "
+                         "2026-11-25 made models/mnist worse (docs/CUDA.md, On a lent GPU)")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the model where this torch has it (2.x; 1.13 runs "
                          "without, saying so)")
@@ -94,6 +96,11 @@ def parse_args():
     ap.add_argument("--ema", type=float, default=0.0, metavar="DECAY",
                     help="also keep an exponential moving average of the weights (e.g. 0.995), "
                          "saved as the checkpoint's 'ema_state' and evaluated at each eval")
+    ap.add_argument("--ema-from-decay", action="store_true",
+                    help="--ema: the average starts again from the weights where the rate's decay "
+                         "begins (--decay-start, --time-decay), so it holds decayed weights only "
+                         "(an average reaching back to a high rate's weights reads worse than the "
+                         "last ones: models/mnist/MODEL_CARD.md)")
     ap.add_argument("--use-ema", action="store_true",
                     help="--eval-only: evaluate the checkpoint's averaged weights")
     ap.add_argument("--init-from", metavar="MODEL_DIR",
@@ -323,6 +330,25 @@ def learning_rate(args, step, ease=None, elapsed=0.0):
     return lr
 
 
+def decaying(args, step, elapsed):
+    """Whether learning_rate's decay (by steps, or over the clock's last fraction) has begun."""
+    return ((args.decay_steps > 0 and step >= args.decay_start)
+            or bool(args.time_decay > 0 and args.minutes and elapsed > 1.0 - args.time_decay))
+
+
+@torch.no_grad()
+def update_average(ema, model, decay, restart):
+    """e = decay e + (1 - decay) w for every tensor at once (one fused update: a GPU would
+    otherwise launch many small kernels), or e = w where the average starts again."""
+    es, ps = list(ema.parameters()), [p.detach() for p in model.parameters()]
+    if restart:
+        for e, p in zip(es, ps):
+            e.copy_(p)
+    else:
+        torch._foreach_mul_(es, decay)
+        torch._foreach_add_(es, ps, alpha=1.0 - decay)
+
+
 def main(args):
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -339,6 +365,7 @@ def main(args):
         if "meta" in state:  # floats live in JSON, so the file loads weights-only
             meta = json.loads(state["meta"])
             state.update(history=meta["history"], ema_decay=meta.get("ema_decay"),
+                         ema_since=meta.get("ema_since", 0),
                          optimizer={"state": state["optimizer_state"],
                                     "param_groups": meta["optimizer_groups"]})
     if state:
@@ -415,7 +442,7 @@ def main(args):
         group["lr_mult"] = mult  # the flags win over a resumed checkpoint's values
 
     # Polyak averaging: with batch 16 the weights wander; their average evaluates better.
-    ema = None
+    ema, ema_since = None, (state or {}).get("ema_since", 0)  # the step the average began at
     if args.ema > 0:
         ema = tm.ImageTransformer(cfg).to(device).eval()
         ema.load_state_dict(state["ema_state"] if state and "ema_state" in state
@@ -438,7 +465,8 @@ def main(args):
         tmp = args.ckpt + ".tmp"
         saved = opt.state_dict()
         meta = {"optimizer_groups": saved["param_groups"], "history": history,
-                "ema_decay": args.ema if ema else None, "train_file": args.train,
+                "ema_decay": args.ema if ema else None, "ema_since": ema_since,
+                "train_file": args.train,
                 "args": vars(args)}
         torch.save({"format": "tarnn-checkpoint-2", "model_state": model.state_dict(),
                     "optimizer_state": saved["state"],
@@ -473,6 +501,19 @@ def main(args):
         print(f"training for {args.minutes:.2f} minutes, to {time.ctime(args.end_at)}"
               + (f", the rate decaying over the last {args.minutes * args.time_decay:.2f}"
                  if args.time_decay > 0 else ""), flush=True)
+
+    def heldout_eval(step, seen, note=""):
+        bpd = evaluate(model, heldout, device, args.batch, use_bf16)
+        entry = {"step": step, "images_seen": seen, "heldout_bpd": bpd}
+        line = f"step {step} heldout bits/dim {bpd:.4f}"
+        if ema is not None and step:
+            entry["heldout_bpd_ema"] = evaluate(ema, heldout, device, args.batch, use_bf16)
+            line += f", averaged weights {entry['heldout_bpd_ema']:.4f}"
+        history.append(entry)
+        print(f"{line} ({len(heldout)} images{note})", flush=True)
+
+    if step == 0:  # where a run starts from (models/mnist for a lease): what it must beat
+        heldout_eval(0, 0, ", the start")
     window, window_steps = torch.zeros((), device=device), 0  # summed on the device: no sync a step
     while not stop["now"] and (not args.max_steps or step < args.max_steps):
         if args.minutes and time.time() - started > args.minutes * 60:
@@ -489,10 +530,12 @@ def main(args):
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         opt.step()
         if ema is not None:
-            with torch.no_grad():  # one fused update over all tensors (many small launches on a GPU)
-                es, ps = list(ema.parameters()), [p.detach() for p in model.parameters()]
-                torch._foreach_mul_(es, args.ema)
-                torch._foreach_add_(es, ps, alpha=1.0 - args.ema)
+            restart = args.ema_from_decay and not ema_since and decaying(args, step, elapsed)
+            update_average(ema, model, args.ema, restart)
+            if restart:
+                ema_since = step + 1
+                print(f"step {step + 1}: the rate's decay has begun: the average starts again "
+                      f"from these weights (--ema-from-decay)", flush=True)
         step += 1
         seen += len(batch)
         if not guard.watching():
@@ -509,20 +552,36 @@ def main(args):
         save_due = time.time() - last_save > args.ckpt_minutes * 60
         with measured.pause(eval_due or save_due):  # evals and checkpoints are not training
             if eval_due:
-                bpd = evaluate(model, heldout, device, args.batch, use_bf16)
-                entry = {"step": step, "images_seen": seen, "heldout_bpd": bpd}
-                line = f"step {step} heldout bits/dim {bpd:.4f}"
-                if ema is not None:
-                    entry["heldout_bpd_ema"] = evaluate(ema, heldout, device, args.batch, use_bf16)
-                    line += f", averaged weights {entry['heldout_bpd_ema']:.4f}"
-                history.append(entry)
-                print(f"{line} ({len(heldout)} images)", flush=True)
+                heldout_eval(step, seen)
             if save_due:
                 save()
                 last_save = time.time()
     measured.update(step, seen, guard.forward is not model, final=True)
+    if step and (not history or history[-1]["step"] != step):
+        heldout_eval(step, seen)  # the weights as they are saved, beside the start's figure
+    say_which(history)
     save()
     print(f"saved {args.ckpt} at step {step}, {seen} images seen", flush=True)
+
+
+def say_which(history):
+    """The end's held-out figures beside the start's (the first eval of this checkpoint's run), and
+    which weights to keep: `keep: averaged` or `keep: last` (tools/gpu/lease.sh exports those)."""
+    if not history or not history[-1]["step"]:
+        return
+    first, end = history[0], history[-1]
+    last, avg = end["heldout_bpd"], end.get("heldout_bpd_ema")
+    keep = "averaged" if avg is not None and avg <= last else "last"
+    best = avg if keep == "averaged" else last
+    start = (f"the start (step {first['step']}) {first['heldout_bpd']:.4f}, "
+             if first["step"] < end["step"] else "")
+    verdict = ""
+    if start:
+        verdict = "; better than the start" if best < first["heldout_bpd"] else (
+            "; NOT better than the start")
+    print(f"end: held-out bits/dim {start}the last weights {last:.4f}"
+          + (f", the averaged {avg:.4f}" if avg is not None else "")
+          + f" (step {end['step']}): keep: {keep}{verdict}", flush=True)
 
 
 if __name__ == "__main__":

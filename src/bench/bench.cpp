@@ -280,6 +280,52 @@ void device_figures(BenchResult &r, const RunInfo &info, const Timed &t) {
   r.kernels_per_step = info.kernels_per_step;
 }
 
+// What ran: the model, the form timed, the engine's options and the batch of B images.
+void describe_run(BenchResult &r, const BenchOptions &o, const Engine &engine,
+                  const BackendRow &row, AttentionForm form, int64_t B) {
+  const RunOptions &run = engine.options();
+  r.model = o.model.empty() ? "random:" + o.shape : o.model;
+  r.attention = o.attention;
+  r.attention_form = describe(form);
+  r.device = run.device;
+  r.host = row.host_state;
+  r.precision = run.precision;
+  r.state = run.state;
+  r.cpu = cpu_model_name();
+  r.batch = B;
+  r.threads = row.host_state ? int(std::min<int64_t>(run.threads, std::max<int64_t>(B, 1))) : 0;
+  r.threads_from = r.threads < run.threads ? "--batch" : run.threads_from;
+  r.positions = engine.config().positions();
+  r.memory_bytes_per_image = memory_of(engine.config(), form, run.state);
+  r.memory_kind = memory_kind(form);
+  r.state_bytes_per_image = state_bytes_per_image(engine.config(), run.state);
+  r.device_name = engine.device();
+}
+
+// The rates of the timed positions t of B images each, extrapolated to every position, against
+// the work they did and this engine's GEMM peak.
+void rate_figures(BenchResult &r, const Config &c, AttentionForm form, int64_t B,
+                  const std::vector<int> &positions, const Timed &t, const GemmPeak &peak) {
+  const int L = c.positions();
+  double flops = 0;
+  for (int p : positions)
+    flops += flops_at(c, form, p) * double(B);
+  for (int p = 0; p < L; ++p)
+    r.gflop_per_image += flops_at(c, form, p) / 1e9;
+  r.steps_measured = int(positions.size());
+  r.extrapolated = r.steps_measured < L;
+  r.step_times = t.at;
+  r.seconds_measured = t.seconds;
+  r.seconds_full_length = full_length_seconds(form, L, positions, t);
+  r.images_per_second = double(B) / r.seconds_full_length;
+  r.gflops_achieved = flops / r.seconds_measured / 1e9;
+  r.peak_gflops = peak.gflops;
+  r.peak_rows = peak.rows, r.peak_in = peak.in, r.peak_out = peak.out;
+  if (r.extrapolated)
+    r.extrapolation = extrapolation(form, r.steps_measured, L);
+  r.seconds_setup = t.info.seconds_setup;
+}
+
 BenchResult measure(const BenchOptions &o) {
   const AttentionForm form = form_of(o.attention);
   Model model = bench_model(o);
@@ -303,42 +349,10 @@ BenchResult measure(const BenchOptions &o) {
                       : time_steps(engine, B, positions, row.host_state, o.progress);
   r.emulated_bytes =
       engine.backend().bytes_moved(double(B) * double(positions.size()), double(positions.size()));
-
-  double flops = 0;
-  for (int p : positions)
-    flops += flops_at(c, form, p) * double(B);
-  for (int p = 0; p < L; ++p)
-    r.gflop_per_image += flops_at(c, form, p) / 1e9;
-  r.model = o.model.empty() ? "random:" + o.shape : o.model;
-  r.attention = o.attention;
-  r.attention_form = describe(form);
-  r.device = run.device;
-  r.host = row.host_state;
-  r.precision = run.precision;
-  r.state = run.state;
-  r.cpu = cpu_model_name();
-  r.batch = B;
-  r.threads = row.host_state ? int(std::min<int64_t>(run.threads, std::max<int64_t>(B, 1))) : 0;
-  r.threads_from = r.threads < run.threads ? "--batch" : run.threads_from;
-  r.positions = L;
-  r.steps_measured = int(positions.size());
-  r.extrapolated = r.steps_measured < L;
-  r.step_times = t.at;
-  r.seconds_measured = t.seconds;
-  r.seconds_full_length = full_length_seconds(form, L, positions, t);
-  r.images_per_second = double(B) / r.seconds_full_length;
-  r.gflops_achieved = flops / r.seconds_measured / 1e9;
-  r.peak_gflops = peak.gflops;
-  r.peak_rows = peak.rows, r.peak_in = peak.in, r.peak_out = peak.out;
-  if (r.extrapolated)
-    r.extrapolation = extrapolation(form, r.steps_measured, L);
-  r.memory_bytes_per_image = memory_of(c, form, run.state);
-  r.memory_kind = memory_kind(form);
-  r.state_bytes_per_image = state_bytes_per_image(c, run.state);
-  r.seconds_setup = t.info.seconds_setup;
+  describe_run(r, o, engine, row, form, B);
+  rate_figures(r, c, form, B, positions, t, peak);
   if (!r.host)
     device_figures(r, t.info, t);
-  r.device_name = engine.device();
   return r;
 }
 

@@ -123,8 +123,12 @@ std::string bench_text(const BenchResult &r) {
   return r.host ? host_text(r) : device_text(r);
 }
 
-std::string bench_json(const BenchResult &r) {
-  using nlohmann::json;
+namespace {
+
+using nlohmann::json;
+
+// The fields every run has: what ran, how long it took and what it held.
+json run_json(const BenchResult &r) {
   json j = {{"device", name(r.device)},
             {"device_name", r.device_name},
             {"precision", name(r.precision)},
@@ -149,50 +153,75 @@ std::string bench_json(const BenchResult &r) {
             {"memory_kind", r.memory_kind}};
   if (r.attention != "linear") // for comparison: what linear attention would hold
     j["linear_state_bytes_per_image"] = r.state_bytes_per_image;
-  if (r.images > 0) { // bench --complete
-    j["complete"] = {{"images", r.images},
-                     {"samples", r.samples},
-                     {"known_positions", r.known_bytes},
-                     {"completions_per_second", r.completions_per_second},
-                     {"completions_per_second_stepwise", r.completions_per_second_stepwise},
-                     {"first_pixel_seconds", r.first_pixel_seconds},
-                     {"first_pixel_seconds_stepwise", r.first_pixel_seconds_stepwise}};
-    j["machine"] = {{"cpu", r.cpu}, {"threads", r.threads}, {"load_average", r.load_average}};
-  } else if (!r.host) {
-    j["machine"] = {{"cpu", r.cpu}, {"gpu", r.gpu}, {"load_average", r.load_average}};
-    j["tf32"] = r.precision == Precision::Tf32;
-    j["seconds_setup"] = r.seconds_setup;
-    j["state_traffic_bytes_per_second"] = r.state_traffic;
-    j["peak_bandwidth_bytes_per_second"] = r.peak_bandwidth;
-    j["state_bound_images_per_second"] = r.state_bound_images_per_second;
-    j["device_bytes"] = r.device_bytes;
-    j["kernels_per_step"] = r.kernels_per_step;
-    if (!r.emulated_bytes.empty()) { // bytes per image and step, docs/JSON.md
-      const Moved m = moved(r);
-      json kernels = json::array();
-      for (const KernelBytes &k : r.emulated_bytes)
-        kernels.push_back({{"name", k.name},
-                           {"gemm", k.gemm},
-                           {"launches_per_step", k.launches_per_step},
-                           {"read_bytes_per_image_step", k.read},
-                           {"written_bytes_per_image_step", k.written},
-                           {"state_bytes_per_image_step", k.state},
-                           {"weights_bytes_per_image_step", k.weights}});
-      j["emulated_bytes_per_image_step"] = m.all;
-      j["emulated_state_bytes_per_image_step"] = m.state;
-      j["emulated_weights_bytes_per_image_step"] = m.weights;
-      j["emulated_kernels"] = kernels;
-    }
-  } else {
-    json st = json::array();
-    for (const auto &[t, s] : r.step_times)
-      st.push_back({t, s});
-    j["machine"] = {{"cpu", r.cpu}, {"threads", r.threads}, {"load_average", r.load_average}};
-    j["step_times"] = st;
-    j["peak_gflops"] = r.peak_gflops; // GFLOP/s, as gflops_achieved
-    j["peak_fraction"] = r.gflops_achieved / r.peak_gflops;
-    j["peak_gemm_shape"] = {r.peak_rows, r.peak_in, r.peak_out};
-  }
+  return j;
+}
+
+// bench --complete: the completions each way and the first pixel's time.
+void add_complete(json &j, const BenchResult &r) {
+  j["complete"] = {{"images", r.images},
+                   {"samples", r.samples},
+                   {"known_positions", r.known_bytes},
+                   {"completions_per_second", r.completions_per_second},
+                   {"completions_per_second_stepwise", r.completions_per_second_stepwise},
+                   {"first_pixel_seconds", r.first_pixel_seconds},
+                   {"first_pixel_seconds_stepwise", r.first_pixel_seconds_stepwise}};
+  j["machine"] = {{"cpu", r.cpu}, {"threads", r.threads}, {"load_average", r.load_average}};
+}
+
+// The bytes each kernel moved per image and step on the emulated device (docs/JSON.md).
+void add_emulated_bytes(json &j, const BenchResult &r) {
+  const Moved m = moved(r);
+  json kernels = json::array();
+  for (const KernelBytes &k : r.emulated_bytes)
+    kernels.push_back({{"name", k.name},
+                       {"gemm", k.gemm},
+                       {"launches_per_step", k.launches_per_step},
+                       {"read_bytes_per_image_step", k.read},
+                       {"written_bytes_per_image_step", k.written},
+                       {"state_bytes_per_image_step", k.state},
+                       {"weights_bytes_per_image_step", k.weights}});
+  j["emulated_bytes_per_image_step"] = m.all;
+  j["emulated_state_bytes_per_image_step"] = m.state;
+  j["emulated_weights_bytes_per_image_step"] = m.weights;
+  j["emulated_kernels"] = kernels;
+}
+
+// A device that keeps the state in its own memory: the state's traffic against its bandwidth.
+void add_device(json &j, const BenchResult &r) {
+  j["machine"] = {{"cpu", r.cpu}, {"gpu", r.gpu}, {"load_average", r.load_average}};
+  j["tf32"] = r.precision == Precision::Tf32;
+  j["seconds_setup"] = r.seconds_setup;
+  j["state_traffic_bytes_per_second"] = r.state_traffic;
+  j["peak_bandwidth_bytes_per_second"] = r.peak_bandwidth;
+  j["state_bound_images_per_second"] = r.state_bound_images_per_second;
+  j["device_bytes"] = r.device_bytes;
+  j["kernels_per_step"] = r.kernels_per_step;
+  if (!r.emulated_bytes.empty())
+    add_emulated_bytes(j, r);
+}
+
+// The host: each measured step's time and the GEMM ceiling the achieved rate is a share of.
+void add_host(json &j, const BenchResult &r) {
+  json st = json::array();
+  for (const auto &[t, s] : r.step_times)
+    st.push_back({t, s});
+  j["machine"] = {{"cpu", r.cpu}, {"threads", r.threads}, {"load_average", r.load_average}};
+  j["step_times"] = st;
+  j["peak_gflops"] = r.peak_gflops; // GFLOP/s, as gflops_achieved
+  j["peak_fraction"] = r.gflops_achieved / r.peak_gflops;
+  j["peak_gemm_shape"] = {r.peak_rows, r.peak_in, r.peak_out};
+}
+
+} // namespace
+
+std::string bench_json(const BenchResult &r) {
+  json j = run_json(r);
+  if (r.images > 0)
+    add_complete(j, r);
+  else if (!r.host)
+    add_device(j, r);
+  else
+    add_host(j, r);
   return j.dump(2) + "\n";
 }
 

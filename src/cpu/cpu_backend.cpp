@@ -164,14 +164,21 @@ public:
     error.rethrow();
     if (progress)
       progress(total, total);
+    return info_of(rows, threads, seconds_since(t0),
+                   *std::max_element(largest.begin(), largest.end()));
+  }
+
+  // A run's figures: `threads` shares of `rows` images each, their memory, their time and the
+  // largest |S| their fp16 state held.
+  RunInfo info_of(int64_t rows, int threads, double seconds, float largest_state) const {
     RunInfo info;
     info.device = device();
     info.batch = rows * threads;
-    const BatchLayout layout = batch_layout(c, rows, options_.state);
+    const BatchLayout layout = batch_layout(model_.config, rows, options_.state);
     info.state_bytes = info.batch * int64_t(layout.state_row_bytes);
     info.memory_bytes = int64_t(layout.total) * threads;
-    info.seconds_steps = seconds_since(t0);
-    info.largest_state = *std::max_element(largest.begin(), largest.end());
+    info.seconds_steps = seconds;
+    info.largest_state = largest_state;
     info.threads = threads;
     return info;
   }

@@ -141,6 +141,17 @@ double peak_bandwidth(int dev) {
 // image.
 size_t widest_input(const Config &c) { return size_t(std::max({c.d_model, c.d_ff, c.d_attn()})); }
 
+// The int32 sums' room a row, for the int8 layers whose out is not a multiple of 4: their sums
+// are int8_padded(out) apart (kernels/int8_rows.h), wider than y, so they go here; the others'
+// are written into y itself. 0 where every layer's out is a multiple of 4 (MNIST's).
+size_t int8_sums_width(const Config &c) {
+  int width = 0;
+  for (int out : {3 * c.d_attn(), c.d_model, c.d_ff}) // q, k and v stacked; the rest; ff1
+    if (out % kInt8Multiple)
+      width = std::max(width, int8_padded(out));
+  return size_t(width);
+}
+
 void check_supported(const Config &c) {
   if (c.attention != Attention::Linear)
     throw Error(std::string("the CUDA backend runs linear attention; this model's attention is ") +
@@ -277,13 +288,16 @@ struct DeviceBlock {
 
 // A linear layer in device memory (LinearWeights::w), PyTorch's layout (cuBLAS reads W [out, in]
 // as the transposed operand): float, or with bf16 the bfloat16 bits (uint16_t), or with int8 its
-// Int8Linear: W's scales (out floats) and then, 256 bytes aligned, its int8 values.
+// Int8Linear: W's scales (out floats) and then, 256 bytes aligned, its int8 values padded to
+// [int8_padded(out), int8_padded(in)] with zeros (kernels/int8_rows.h), the shape its GEMM has.
 struct Int8Linear {
   const float *scale;
   const int8_t *q;
+  int in, out; // the GEMM's
   Int8Linear(const LinearWeights &l)
       : scale(static_cast<const float *>(l.w)),
-        q(static_cast<const int8_t *>(l.w) + align256(size_t(l.out) * 4)) {}
+        q(static_cast<const int8_t *>(l.w) + align256(size_t(l.out) * 4)), in(int8_padded(l.in)),
+        out(int8_padded(l.out)) {}
 };
 
 size_t linear_bytes(const Linear &l, Precision p) {
@@ -291,7 +305,7 @@ size_t linear_bytes(const Linear &l, Precision p) {
   case Precision::Bf16:
     return align256(l.w.size() * 2);
   case Precision::Int8:
-    return align256(size_t(l.out) * 4) + align256(l.w.size());
+    return align256(size_t(l.out) * 4) + align256(size_t(int8_padded(l.out)) * int8_padded(l.in));
   case Precision::Fp32:
   case Precision::Tf32:
     break;
@@ -347,13 +361,12 @@ size_t weight_bytes(const Weights &W, Precision precision) {
 }
 
 // W quantized once, on the host, row by row as kernels/gemm_int8_ref.h says (the CPU's packing
-// quantizes alike): the block Int8Linear reads.
+// quantizes alike): the block Int8Linear reads, zeros in its padding.
 std::vector<uint8_t> quantized_int8(const Linear &l) {
   std::vector<uint8_t> block(linear_bytes(l, Precision::Int8), 0);
   float *scale = reinterpret_cast<float *>(block.data());
   int8_t *q = reinterpret_cast<int8_t *>(block.data() + align256(size_t(l.out) * 4));
-  for (int j = 0; j < l.out; ++j)
-    scale[j] = int8_quantize_vector(l.w.data() + size_t(j) * l.in, l.in, q + size_t(j) * l.in);
+  quantize_rows_int8_cpu(l.w.data(), l.out, l.in, int8_padded(l.in), q, scale);
   return block;
 }
 
@@ -420,22 +433,25 @@ struct DeviceBatch {
 // of x or a rounding pass fills; hid16, the first feed-forward GEMM's bf16 output (rows x d_ff);
 // written: the kernels that make a GEMM's input write it in bf16 (CudaBf16Inputs::Written), else
 // a pass rounds each. int8: q, one GEMM input's rows quantized, with a scale a row in sx
-// (kernels/int8_rows.h).
+// (kernels/int8_rows.h), and sums, the int32 sums of a layer too wide for y (int8_sums_width).
 struct GemmInputs {
   uint16_t *x16 = nullptr, *hid16 = nullptr;
   bool written = false;
   int8_t *q = nullptr;
   float *sx = nullptr;
+  int32_t *sums = nullptr;
 };
 
-// The GEMM inputs' room, in one block: bf16, x16 then hid16 at cuBLASLt's alignment; int8, q then
-// sx; none for fp32 and tf32, whose GEMMs read X itself.
+// The GEMM inputs' room, in one block: bf16, x16 then hid16 at cuBLASLt's alignment; int8, q (rows
+// of the widest input, padded), sx, then the sums; none for fp32 and tf32, whose GEMMs read X
+// itself.
 size_t gemm_inputs_bytes(Precision p, size_t rows, const Config &c) {
   switch (p) {
   case Precision::Bf16:
     return align256(rows * widest_input(c) * 2) + rows * size_t(c.d_ff) * 2;
   case Precision::Int8:
-    return align256(rows * widest_input(c)) + rows * 4;
+    return align256(rows * int8_padded(int(widest_input(c)))) + align256(rows * 4) +
+           rows * int8_sums_width(c) * 4;
   case Precision::Fp32:
   case Precision::Tf32:
     break;
@@ -453,8 +469,10 @@ GemmInputs gemm_inputs(const DeviceBlock &m, Precision p, size_t rows, const Con
     in.written = written;
   }
   if (p == Precision::Int8) {
+    const size_t q_bytes = align256(rows * int8_padded(int(widest_input(c))));
     in.q = reinterpret_cast<int8_t *>(base);
-    in.sx = reinterpret_cast<float *>(base + align256(rows * widest_input(c)));
+    in.sx = reinterpret_cast<float *>(base + q_bytes);
+    in.sums = reinterpret_cast<int32_t *>(base + q_bytes + align256(rows * 4));
   }
   return in;
 }
@@ -486,13 +504,13 @@ public:
   // y = act(y + b), rounding as the CPU GEMM's epilogue.
   void linear(const LinearWeights &l, const float *x, float *y, int rows, Act act) {
     wrote(y);
-    if (l.precision == Precision::Int8) { // X's rows quantized, the exact int32 sums into y, then
-                                          // scaled to fp32 in place (kernels/int8_rows.h)
+    if (l.precision == Precision::Int8) { // X's rows quantized, the exact int32 sums into y (or
+                                          // sums, where wider), scaled to fp32 (int8_rows.h)
       const Int8Linear w(l);
-      launch_quantize_rows_int8(x, rows, l.in, in_.q, in_.sx, gpu_.stream);
-      gpu_.gemm->run(w.q, nullptr, Act::None, in_.q, y, l.in, l.out, rows);
-      launch_finish_int8(reinterpret_cast<const int32_t *>(y), in_.sx, w.scale, l.b, rows, l.out,
-                         act, y, gpu_.stream);
+      int32_t *sums = w.out == l.out ? reinterpret_cast<int32_t *>(y) : in_.sums;
+      launch_quantize_rows_int8(x, rows, l.in, w.in, in_.q, in_.sx, gpu_.stream);
+      gpu_.gemm->run(w.q, nullptr, Act::None, in_.q, sums, w.in, w.out, rows);
+      launch_finish_int8(sums, w.out, in_.sx, w.scale, l.b, rows, l.out, act, y, gpu_.stream);
       return;
     }
     Gemm *gemm = gpu_.gemm_for(l.precision);
@@ -685,8 +703,9 @@ public:
     // every layer's GEMM algorithm chosen and checked at every batch size now, not at its first
     // call (gemm.h: Gemm::prepare)
     auto prepare = [&](const LinearWeights &l, Act act, Gemm::Output y = Gemm::Output::Fp32) {
+      const bool int8 = l.precision == Precision::Int8; // the GEMM's shape: Int8Linear's
       if (Gemm *g = gpu_.gemm_for(l.precision))
-        g->prepare(l.in, l.out, act, y);
+        g->prepare(int8 ? int8_padded(l.in) : l.in, int8 ? int8_padded(l.out) : l.out, act, y);
     };
     for (const LayerView &l : weights_.view.layers) {
       prepare(l.qkv, Act::None);

@@ -17,7 +17,8 @@
 // its output: kernels/gemm_ref.h's bf16_bias). With int8,
 // W and X are int8 (CUDA_R_8I, quantized by kernels/int8_rows.h's rule) and Y is their exact int32
 // sums (CUBLAS_COMPUTE_32I): any algorithm gives the same, and the scaling to fp32 is
-// kernels/int8_rows.h's own kernel, in the CPU's order (no epilogue here).
+// kernels/int8_rows.h's own kernel, in the CPU's order (no epilogue here). cuBLASLt takes int8 only
+// with in, out and the leading dimensions multiples of 4: the caller pads (int8_padded).
 #pragma once
 
 #include <cstdint>

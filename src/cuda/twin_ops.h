@@ -47,8 +47,8 @@ struct TwinKernels : PlainNorm {
   static void linear_int8(const LinearWeights &l, const float *x, float *y, int rows, Act act) {
     std::vector<int8_t> qx(size_t(rows) * l.in), qw(size_t(l.out) * l.in);
     std::vector<float> sx(static_cast<size_t>(rows)), sw(static_cast<size_t>(l.out));
-    quantize_rows_int8_cpu(x, rows, l.in, qx.data(), sx.data());
-    quantize_rows_int8_cpu(l.w_ref, l.out, l.in, qw.data(), sw.data());
+    quantize_rows_int8_cpu(x, rows, l.in, l.in, qx.data(), sx.data()); // unpadded: no cuBLASLt
+    quantize_rows_int8_cpu(l.w_ref, l.out, l.in, l.in, qw.data(), sw.data());
     int32_t *acc = reinterpret_cast<int32_t *>(y);
     for (int r = 0; r < rows; ++r)
       for (int j = 0; j < l.out; ++j) {
@@ -57,7 +57,7 @@ struct TwinKernels : PlainNorm {
           sum += int32_t(qx[size_t(r) * l.in + k]) * int32_t(qw[size_t(j) * l.in + k]);
         acc[size_t(r) * l.out + j] = sum;
       }
-    finish_int8_cpu(acc, sx.data(), sw.data(), l.b, rows, l.out, act, y);
+    finish_int8_cpu(acc, l.out, sx.data(), sw.data(), l.b, rows, l.out, act, y);
   }
 };
 

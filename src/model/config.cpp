@@ -80,35 +80,37 @@ std::string feature_map_names() {
   return all;
 }
 
-// config.json's "feature_map": {"kind": ..., parameters}, the library's defaults filled in.
-FeatureMap parse_feature_map(const std::string &path, const json &j, int d_head) {
-  const std::string where = path + ": feature_map";
+// The row of feature_map's "kind".
+const FeatureMapRow &row_of_kind(const std::string &where, const json &j) {
   if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string())
     throw Error(where + " must be an object with a \"kind\" (" + feature_map_names() + ")");
   const std::string kind = j["kind"].get<std::string>();
-  const FeatureMapRow *row = nullptr;
   for (const FeatureMapRow &r : kFeatureMaps)
     if (kind == r.name)
-      row = &r;
-  if (!row)
-    throw Error(where + " \"" + short_text(kind) + "\" is not supported (" + feature_map_names() +
-                ")");
-  FeatureMap fm;
-  fm.kind = row->kind;
+      return r;
+  throw Error(where + " \"" + short_text(kind) + "\" is not supported (" + feature_map_names() +
+              ")");
+}
+
+// Every key of feature_map is its kind, one of the row's parameters or, where it has any, a
+// drawing key.
+void check_feature_map_keys(const std::string &where, const json &j, const FeatureMapRow &row) {
   for (const auto &item : j.items()) {
     const std::string &key = item.key();
     const bool known =
         key == "kind" ||
-        std::find_if(row->parameters.begin(), row->parameters.end(),
-                     [&](const char *p) { return key == p; }) != row->parameters.end() ||
-        (!row->parameters.empty() &&
+        std::find_if(row.parameters.begin(), row.parameters.end(),
+                     [&](const char *p) { return key == p; }) != row.parameters.end() ||
+        (!row.parameters.empty() &&
          std::find_if(std::begin(kDrawingKeys), std::end(kDrawingKeys),
                       [&](const char *p) { return key == p; }) != std::end(kDrawingKeys));
     if (!known)
-      throw Error(where + " \"" + kind + "\" takes no \"" + short_text(key) + "\"");
+      throw Error(where + " \"" + row.name + "\" takes no \"" + short_text(key) + "\"");
   }
-  if (fm.elementwise())
-    return fm;
+}
+
+// A random map's parameters into fm, the library's defaults where j has none.
+void parse_random_parameters(const std::string &where, const json &j, int d_head, FeatureMap &fm) {
   auto number = [&](const char *key, double fallback, double lo, double hi) {
     if (!j.contains(key))
       return fallback;
@@ -144,6 +146,17 @@ FeatureMap parse_feature_map(const std::string &path, const json &j, int d_head)
       throw Error(where + " \"kernel_fn\" " + short_text(f.dump()) +
                   " is not supported (relu or elu+1)");
   }
+}
+
+// config.json's "feature_map": {"kind": ..., parameters}, the library's defaults filled in.
+FeatureMap parse_feature_map(const std::string &path, const json &j, int d_head) {
+  const std::string where = path + ": feature_map";
+  const FeatureMapRow &row = row_of_kind(where, j);
+  check_feature_map_keys(where, j, row);
+  FeatureMap fm;
+  fm.kind = row.kind;
+  if (!fm.elementwise())
+    parse_random_parameters(where, j, d_head, fm);
   return fm;
 }
 

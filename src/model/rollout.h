@@ -90,7 +90,11 @@ StepParams start_chunk(Ops &ops, const Rollout &job, int64_t image0, int n, int 
 
 // Runs the job; returns the largest |S| an fp16 state held at the end of an image's rollout, where
 // the ops can read it in place (0 otherwise): the Engine warns when it is beyond the magnitudes
-// the fp16 state was measured for (docs/STATE.md).
+// the fp16 state was measured for (docs/STATE.md). Over 60 lines: a chunk's prefill, its steps and
+// its reports share the position t, the columns shown so far and the two closures over them
+// (show, report), and the order in which a chunk uploads, prefills, steps, syncs and reports
+// (what the hook, job.stepped and job.grown see) reads top to bottom in one place; its setup is
+// start_chunk's.
 template <class Ops, class Pre = NoPrefill>
 float rollout(Ops &ops, const Config &c, const Rollout &job, const DoneHook &hook, int report_every,
               Pre *pre = nullptr) {

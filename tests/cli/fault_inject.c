@@ -7,6 +7,12 @@
  *                             for (mmap: the whole mapping), then PATH is written over with
  *                             OTHER's bytes in place, as cp does, and its time set a second on (as
  *                             a later write's would be on any clock) */
+/* Not fortified, whatever the compiler's default (Ubuntu's gcc defines _FORTIFY_SOURCE=3 when
+ * optimising): glibc's fortified unistd.h makes pread64 an always-inline wrapper that calls pread,
+ * and the shim's own pread and pread64 below then do not compile ("inlining failed in call to
+ * 'always_inline' 'pread.localalias'": the build on the GPU machine, 2026-11-25). The shim checks
+ * no buffers of its own; tests/CMakeLists.txt compiles it fortified, so this is tested. */
+#undef _FORTIFY_SOURCE
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>

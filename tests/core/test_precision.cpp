@@ -84,7 +84,7 @@ TEST(PrecisionBf16, ScoresCloseToFp32ButRounded) {
 
 // ---- int8 (src/cpu/gemm_int8.h): integer sums are exact, so every path, batch and thread count
 // gives the same images; ctest runs the rollout against the reference on each path this CPU has
-// (test_precision_int8_avx2, _portable; tests/cpu/test_gemm_int8.cpp compares every path's GEMM).
+// (test_precision_int8_avx2, _portable; tests/cpu/test_gemm.cpp compares every path's GEMM).
 
 TEST(PrecisionInt8, SameImagesForAnyBatchAndThreadCount) {
   expect_same_images_for_any_batch_and_threads(Precision::Int8);
@@ -101,26 +101,13 @@ TEST(PrecisionInt8, FastPathEqualsTheReferenceOverAFullRollout) {
 // the test digits by +0.165.
 TEST(PrecisionInt8, ShippedModelWithinTheStudysBarOfFp32) {
   EXPECT_EQ(head_precision(Precision::Int8), Precision::Fp32);
-  const Model m = load_model(source_dir() + "/models/mnist");
-  RunOptions o;
-  o.batch = 4;
-  Engine full(m, o);
-  o.precision = Precision::Int8;
-  Engine quantized(m, o);
-  o.prefill = false;
-  Engine stepped(m, o);
-  const ImageSet digits = sample_images(full, 4, 3);
-  const std::vector<double> a = score_images(full, digits), b = score_images(quantized, digits);
-  EXPECT_EQ(score_images(stepped, digits), b);
-  double worst = 0, mean = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, std::fabs(a[i] - b[i]));
-    mean += (b[i] - a[i]) / double(a.size());
-  }
+  const AgainstFp32 r =
+      shipped_model_against_fp32([](RunOptions &o) { o.precision = Precision::Int8; });
+  EXPECT_EQ(r.stepped, r.changed);
   std::printf("int8 against fp32, shipped model: mean %+.3g, worst %.3g bits/dim over %zu digits\n",
-              mean, worst, a.size());
-  EXPECT_LE(std::fabs(mean), 0.01);
-  EXPECT_LE(worst, 0.03);
+              r.mean(), r.worst(), r.fp32.size());
+  EXPECT_LE(std::fabs(r.mean()), 0.01);
+  EXPECT_LE(r.worst(), 0.03);
 }
 
 TEST(Precision, EachDeviceRefusesWhatItLacks) {

@@ -41,6 +41,29 @@ ImageSet noise(const Config &c, int64_t n, uint32_t seed) {
   return s;
 }
 
+// P positions of `image` prefilled in format f with `rows` rows of the prefill's buffers (the
+// layout's total, no slack: a row past its end is ASan's), on one thread and on each team of
+// `teams`: the state and the last outputs of the steps, bit for bit.
+void expect_prefill_as_the_steps(const Config &c, const CpuWeights &w, const uint8_t *image, int P,
+                                 StateFormat f, int64_t rows, std::initializer_list<int> teams) {
+  Decoder<CpuOps> stepped(c, w.view(), 1, f);
+  std::vector<float> o(size_t(c.d_out()));
+  for (int t = 0; t < P; ++t)
+    stepped.step(t, image + t, o.data());
+  for (int threads : teams) {
+    const BatchLayout layout = batch_layout(c, rows, f, 1);
+    std::vector<double> memory(layout.total / 8);
+    const StepBuffers b = step_buffers(memory.data(), layout);
+    WorkerTeam team(threads, false);
+    PrefillOps pre(c, w.view(), b, CpuKernels{}, threads > 1 ? &team : nullptr);
+    std::vector<float> last;
+    prefill_one(pre, c, image, P, last);
+    EXPECT_EQ(0, std::memcmp(b.state, stepped.buffers().state, b.state_row_bytes))
+        << name(f) << ", " << threads << " threads";
+    EXPECT_EQ(0, std::memcmp(last.data(), o.data(), o.size() * 4)) << name(f) << threads;
+  }
+}
+
 } // namespace
 
 // The state after P = 392 positions (the top half of an MNIST image), every layer and head, in
@@ -51,26 +74,39 @@ TEST(Prefill, StateAfterTheKnownHalfIsTheSteppedState) {
   const CpuWeights w(m, Precision::Fp32);
   const ImageSet img = noise(c, 1, 3);
   const int P = positions_unless_sanitized(392) < 0 ? 392 : 64;
-  for (StateFormat f : all_state_formats()) {
-    if (refusal(f))
-      continue;
-    Decoder<CpuOps> stepped(c, w.view(), 1, f);
-    std::vector<float> o(size_t(c.d_out()));
-    for (int t = 0; t < P; ++t)
-      stepped.step(t, img.image(0) + t, o.data());
-    const BatchLayout layout = batch_layout(c, 128, f, 1);
-    std::vector<double> memory(layout.total / 8 + 1);
-    const StepBuffers b = step_buffers(memory.data(), layout);
-    // on one thread, and on teams of 2 and 3 (GEMM and LayerNorm rows, attention heads split)
-    for (int threads : {1, 2, 3}) {
-      WorkerTeam team(threads, false);
-      PrefillOps pre(c, w.view(), b, CpuKernels{}, threads > 1 ? &team : nullptr);
-      std::vector<float> last;
-      prefill_one(pre, c, img.image(0), P, last);
-      EXPECT_EQ(0, std::memcmp(b.state, stepped.buffers().state, b.state_row_bytes))
-          << name(f) << ", " << threads << " threads";
-      EXPECT_EQ(0, std::memcmp(last.data(), o.data(), o.size() * 4)) << name(f) << threads;
-    }
+  // on one thread, and on teams of 2 and 3 (GEMM and LayerNorm rows, attention heads split)
+  for (StateFormat f : all_state_formats())
+    if (!refusal(f))
+      expect_prefill_as_the_steps(c, w, img.image(0), P, f, 128, {1, 2, 3});
+}
+
+// A team larger than the slices a prefill cuts (src/cpu/cpu_kernels.cpp: PrefillOps::split): the
+// small golden's 39 rows make 2 GEMM and LayerNorm slices of at least 16 rows and its 3 heads 3
+// attention slices, so a team of 3, 4 or 5 has threads with no slice. They must do nothing: in
+// the engine's own layout (rows = the positions) a thread past the slices wrote rows past the
+// buffers' end and heads past the layer's (the next layer's state), which a run on a machine with
+// more cores than images met (the GPU suite's CPU reference on an H100's 16 cores, 2026-11-25).
+TEST(Prefill, TeamsWithMoreThreadsThanSlices) {
+  const Model m = load_model(small_golden());
+  const Config &c = m.config;
+  const CpuWeights w(m, Precision::Fp32);
+  const ImageSet img = noise(c, 1, 5);
+  const int P = c.positions();
+  for (StateFormat f : {StateFormat::Fp32, StateFormat::Fp16}) // the engine's rows: P
+    expect_prefill_as_the_steps(c, w, img.image(0), P, f, std::min(kPrefillRows, P),
+                                {1, 2, 3, 4, 5});
+  // and through the engine: one image scored and completed on 1 to 5 threads (one worker, the
+  // rest its prefill's team) as on one
+  const std::vector<uint8_t> top = make_mask({}, c);
+  const ImageSet in = noise(c, 1, 9);
+  Engine one = engine(m, true, 1, 1);
+  const std::vector<double> scored = score_images(one, in);
+  const std::vector<uint8_t> completed = complete_images(one, in, {0}, top, 1, 3).bytes;
+  for (int threads : {2, 3, 4, 5}) {
+    Engine e = engine(m, true, 1, threads);
+    EXPECT_EQ(score_images(e, in), scored) << threads << " threads";
+    EXPECT_TRUE(complete_images(e, in, {0}, top, 1, 3).bytes == completed)
+        << "completed on " << threads << " threads";
   }
 }
 

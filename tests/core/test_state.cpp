@@ -77,24 +77,13 @@ TEST(StateFp16, SameImagesForAnyBatchAndThreadCount) {
 // The study's bar on the shipped model (docs/STATE.md measures all 10,000 test digits): each of a
 // few of its own digits scores within 0.002 bits/dim of fp32, the prefill and the steps alike.
 TEST(StateFp16, ShippedModelWithinTheStudysBarOfFp32) {
-  const Model m = load_model(source_dir() + "/models/mnist");
-  RunOptions o;
-  o.batch = 4;
-  Engine full(m, o);
-  o.state = StateFormat::Fp16;
-  Engine half(m, o);
-  o.prefill = false;
-  Engine stepped(m, o);
-  const ImageSet digits = sample_images(full, 4, 3);
-  const std::vector<double> a = score_images(full, digits), b = score_images(half, digits);
-  EXPECT_EQ(score_images(stepped, digits), b); // the prefill's rounding is the steps'
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::fabs(a[i] - b[i]));
+  const AgainstFp32 r =
+      shipped_model_against_fp32([](RunOptions &o) { o.state = StateFormat::Fp16; });
+  EXPECT_EQ(r.stepped, r.changed); // the prefill's rounding is the steps'
   std::printf("fp16 state against fp32, shipped model: worst %.3g bits/dim over %zu digits\n",
-              worst, a.size());
-  EXPECT_LE(worst, 0.002);
-  EXPECT_GT(worst, 0.0);
+              r.worst(), r.fp32.size());
+  EXPECT_LE(r.worst(), 0.002);
+  EXPECT_GT(r.worst(), 0.0);
 }
 
 // A state format's range left behind (values within the loader's bound, fp16's 65,504 passed by

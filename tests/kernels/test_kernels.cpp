@@ -378,72 +378,99 @@ Case round_bf16_case() {
           }};
 }
 
+// GELU on the GPU: its erff is CUDA's (libdevice's polynomial and ex2.approx), within 2 ulp of
+// the host's glibc erff but not its bits (docs/CUDA.md, "The emulated device"): a 1-ulp step in
+// erf near -1 is 0.5 |u| ulp of 1 in gelu(u), 1.5e-7 at u = -5. bias_act's tolerance too.
+constexpr double kGeluTolerance = 1e-6;
+
 // --precision int8 on CUDA around cuBLASLt's GEMM: a GEMM input's rows quantized (with a zero, a
-// NaN and an infinite row, and a row of one value), then int32 sums scaled back, with and
-// without b, for each activation. The reference is gemm_int8_ref.h's functions one element at a
-// time; the GPU must give its bits (the CPU's int8 GEMM quantizes and scales with them).
+// NaN and an infinite row, and a row of one value) into rows int8_padded(in) apart, zeros after
+// `in`, then int32 sums int8_padded(out) apart scaled back, with and without b, for `acts`. The
+// reference is gemm_int8_ref.h's functions one element at a time; the GPU must give its bits (the
+// CPU's int8 GEMM quantizes and scales with them), but for GELU's erff: int8_rows_gelu, y alone
+// (with_q false: the quantized rows are int8_rows's), within kGeluTolerance.
+Outputs int8_rows_run(const std::vector<Act> &acts, bool with_q, Where w, bool perf, int reps,
+                      double *secs) {
+  const int rows = perf ? 256 : 13, in = perf ? 1024 : 70, out = perf ? 1024 : 37;
+  const int ldq = int8_padded(in), ldacc = int8_padded(out); // 72 and 40: padded
+  std::vector<float> x = uniforms(size_t(rows) * in, 60, -3, 3);
+  std::fill_n(x.begin() + 1 * in, in, 0.0f);
+  x[size_t(2) * in + 5] = NAN;
+  x[size_t(3) * in + 7] = -INFINITY;
+  std::fill_n(x.begin() + 4 * in, in, -0.75f);
+  const auto b = uniforms(size_t(out), 61, -1, 1), sw = uniforms(size_t(out), 62, 0, 0.01f);
+  std::vector<int32_t> acc(size_t(rows) * ldacc, 0x7eadbeef); // the padding: never read
+  const auto a = uniforms(acc.size(), 63, -1, 1);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < out; ++j) {
+      const size_t i = size_t(r) * out + j;
+      acc[size_t(r) * ldacc + j] = int32_t(a[i] * 127 * 127 * in * (i % 5 == 0 ? 1.0f : 0.05f));
+    }
+  std::vector<int8_t> q(size_t(rows) * ldq, int8_t(85)); // the padding: to be written 0
+  std::vector<float> sx(static_cast<size_t>(rows));
+  Outputs o;
+  for (Act act : acts)
+    for (const float *bias : {b.data(), static_cast<const float *>(nullptr)}) {
+      std::vector<float> y(size_t(rows) * out);
+      if (w == Where::Reference) {
+        for (int r = 0; r < rows; ++r) {
+          const float *v = x.data() + size_t(r) * in;
+          const Int8Scale sc = int8_scale(abs_max_bits(v, in));
+          sx[size_t(r)] = sc.scale;
+          for (int k = 0; k < ldq; ++k)
+            q[size_t(r) * ldq + k] = sc.inv == 0.0f || k >= in ? 0 : int8_quantize(v[k], sc.inv);
+          for (int j = 0; j < out; ++j)
+            y[size_t(r) * out + j] =
+                int8_finish(acc[size_t(r) * ldacc + j], sx[size_t(r)], sw[j], bias, j, act);
+        }
+      } else if (w == Where::Twin) {
+        *secs += timed_cpu(reps, [&] {
+          quantize_rows_int8_cpu(x.data(), rows, in, ldq, q.data(), sx.data());
+          finish_int8_cpu(acc.data(), ldacc, sx.data(), sw.data(), bias, rows, out, act, y.data());
+        });
+      }
+#ifdef TARNN_TEST_CUDA
+      else {
+        DeviceArray<float> dx(x), dsx(sx), dsw(sw), db(b), dy(y);
+        DeviceArray<int8_t> dq(q);
+        DeviceArray<int32_t> dacc(acc);
+        const float *dbias = bias ? db.get() : nullptr;
+        *secs += timed(reps, [&] {
+          launch_quantize_rows_int8(dx.get(), rows, in, ldq, dq.get(), dsx.get(), nullptr);
+          launch_finish_int8(dacc.get(), ldacc, dsx.get(), dsw.get(), dbias, rows, out, act,
+                             dy.get(), nullptr);
+        });
+        q = dq.download();
+        sx = dsx.download();
+        y = dy.download();
+      }
+#endif
+      if (with_q) {
+        for (int8_t v : q)
+          o.f.push_back(float(v));
+        o.f.insert(o.f.end(), sx.begin(), sx.end());
+      }
+      o.f.insert(o.f.end(), y.begin(), y.end());
+      if (perf)
+        return o;
+    }
+  return o;
+}
+
 Case int8_rows_case() {
   return {
       "int8_rows", {Where::Twin, Where::Cuda}, 0.0, [](Where w, bool perf, int reps, double *secs) {
-        const int rows = perf ? 256 : 13, in = perf ? 1024 : 70, out = perf ? 1024 : 37;
-        std::vector<float> x = uniforms(size_t(rows) * in, 60, -3, 3);
-        std::fill_n(x.begin() + 1 * in, in, 0.0f);
-        x[size_t(2) * in + 5] = NAN;
-        x[size_t(3) * in + 7] = -INFINITY;
-        std::fill_n(x.begin() + 4 * in, in, -0.75f);
-        const auto b = uniforms(size_t(out), 61, -1, 1), sw = uniforms(size_t(out), 62, 0, 0.01f);
-        std::vector<int32_t> acc(size_t(rows) * out);
-        const auto a = uniforms(acc.size(), 63, -1, 1);
-        for (size_t i = 0; i < acc.size(); ++i)
-          acc[i] = int32_t(a[i] * 127 * 127 * in * (i % 5 == 0 ? 1.0f : 0.05f));
-        std::vector<int8_t> q(size_t(rows) * in);
-        std::vector<float> sx(static_cast<size_t>(rows));
-        Outputs o;
-        for (Act act : {Act::None, Act::Relu, Act::Gelu})
-          for (const float *bias : {b.data(), static_cast<const float *>(nullptr)}) {
-            std::vector<float> y(acc.size());
-            if (w == Where::Reference) {
-              for (int r = 0; r < rows; ++r) {
-                const float *v = x.data() + size_t(r) * in;
-                const Int8Scale sc = int8_scale(abs_max_bits(v, in));
-                sx[size_t(r)] = sc.scale;
-                for (int k = 0; k < in; ++k)
-                  q[size_t(r) * in + k] = sc.inv == 0.0f ? 0 : int8_quantize(v[k], sc.inv);
-                for (int j = 0; j < out; ++j)
-                  y[size_t(r) * out + j] =
-                      int8_finish(acc[size_t(r) * out + j], sx[size_t(r)], sw[j], bias, j, act);
-              }
-            } else if (w == Where::Twin) {
-              *secs += timed_cpu(reps, [&] {
-                quantize_rows_int8_cpu(x.data(), rows, in, q.data(), sx.data());
-                finish_int8_cpu(acc.data(), sx.data(), sw.data(), bias, rows, out, act, y.data());
-              });
-            }
-#ifdef TARNN_TEST_CUDA
-            else {
-              DeviceArray<float> dx(x), dsx(sx), dsw(sw), db(b), dy(y);
-              DeviceArray<int8_t> dq(q);
-              DeviceArray<int32_t> dacc(acc);
-              const float *dbias = bias ? db.get() : nullptr;
-              *secs += timed(reps, [&] {
-                launch_quantize_rows_int8(dx.get(), rows, in, dq.get(), dsx.get(), nullptr);
-                launch_finish_int8(dacc.get(), dsx.get(), dsw.get(), dbias, rows, out, act,
-                                   dy.get(), nullptr);
-              });
-              q = dq.download();
-              sx = dsx.download();
-              y = dy.download();
-            }
-#endif
-            for (int8_t v : q)
-              o.f.push_back(float(v));
-            o.f.insert(o.f.end(), sx.begin(), sx.end());
-            o.f.insert(o.f.end(), y.begin(), y.end());
-            if (perf)
-              return o;
-          }
-        return o;
+        return int8_rows_run({Act::None, Act::Relu}, true, w, perf, reps, secs);
       }};
+}
+
+Case int8_rows_gelu_case() {
+  return {"int8_rows_gelu",
+          {Where::Twin, Where::Cuda},
+          kGeluTolerance,
+          [](Where w, bool perf, int reps, double *secs) {
+            return int8_rows_run({Act::Gelu}, false, w, perf, reps, secs);
+          }};
 }
 
 // x = LayerNorm(x + y), and the final norm x = LayerNorm(x). The CPU's form takes 16 rows at a
@@ -587,8 +614,8 @@ Case sample_case() {
 }
 
 std::vector<Case> cases() {
-  std::vector<Case> all = {embedding_case(), bias_act_case(),   layernorm_case(),
-                           sample_case(),    round_bf16_case(), int8_rows_case()};
+  std::vector<Case> all = {embedding_case(),  bias_act_case(),  layernorm_case(),     sample_case(),
+                           round_bf16_case(), int8_rows_case(), int8_rows_gelu_case()};
   for (StateFormat f : all_state_formats())
     for (int d : {32, 6, 20, 64, 256})
       all.push_back(attention_case(d, f));

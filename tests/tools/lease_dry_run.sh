@@ -92,5 +92,81 @@ grep -q "a trainer is running" "$work/log4" || bad "bench ran beside a trainer: 
 grep -q "skipped: profile: a trainer is running" "$work/log4" || bad "profile ran beside a trainer"
 grep -q "^dry: .*bench --device cuda" "$work/log4" && bad "a timed command beside a trainer"
 kill $trainer 2>/dev/null
+
+# train-start for real, with a stand-in trainer (PY) that lists its descriptors, writes its rate
+# and then blocks on a FIFO until released: lease.sh's output (a pipe, as the device tool's is)
+# must reach its end while the trainer still runs. A descriptor of the call's output held by the
+# trainer kept call 1 of the lease of 2026-11-25 waiting for its 600-s limit after its steps ended.
+mkfifo "$work/fds" "$work/release"
+cat >"$work/trainer" <<'EOF'
+#!/usr/bin/python3
+import json, os, sys
+fds = sorted(os.listdir("/proc/self/fd"), key=int)
+held = [f"{fd} -> {os.readlink('/proc/self/fd/' + fd)}" for fd in fds
+        if os.path.exists("/proc/self/fd/" + fd)]
+with open(sys.argv[sys.argv.index("--rate-file") + 1], "w") as f:
+    json.dump({"images_per_second": 1.0}, f)
+with open(os.environ["STAND_IN_FDS"], "w") as f:
+    f.write("\n".join(held) + "\n")
+open(os.environ["STAND_IN_RELEASE"]).read()  # until the test lets it go
+EOF
+chmod +x "$work/trainer"
+STAND_IN_FDS="$work/fds" STAND_IN_RELEASE="$work/release" OUT="$work/out5" \
+  LEASE_DIR="$work/lease3" PY="$work/trainer" bash tools/gpu/lease.sh train-start 2>&1 |
+  cat >"$work/log5" &
+reader=$!
+held=$(cat "$work/fds") # the trainer is up: it has written its rate file and blocks
+if grep -E "pipe:" <<<"$held"; then
+  bad "the trainer holds a pipe (the call's output?): $(tr '\n' ' ' <<<"$held")"
+  echo >"$work/release" # let it go, so the call's output ends and the test with it
+  wait $reader
+else
+  wait $reader # the end of lease.sh's output, with the trainer still blocked on the FIFO
+  kill -0 "$(cat "$work/lease3/train.pid")" 2>/dev/null ||
+    bad "the stand-in trainer is not running after train-start (pid $(cat "$work/lease3/train.pid"))"
+  grep -q "training from models/mnist until" "$work/log5" || bad "train-start: $(tail -3 "$work/log5")"
+  echo >"$work/release"
+  echo "train-start: lease.sh's output ended with the trainer still running; it holds: $(grep -c . <<<"$held") descriptors, no pipe"
+fi
+
+# the build step for real, with stand-ins for cmake and nvidia-smi: a target that fails (the test
+# shim, as on 2026-11-25) must not cost the lease tarnn and the GPU tests' programs. The stand-in
+# builds as ninja does: it stops at the failure unless told to go on (-k 0).
+mkdir -p "$work/bin"
+cat >"$work/bin/cmake" <<'EOF'
+#!/usr/bin/env bash
+if [ "$1" != --build ]; then # configure: a build folder with one gpu-labelled test program
+  while [ "$1" != -B ]; do shift; done
+  mkdir -p "$2/tests" && touch "$2/build.ninja"
+  printf 'add_test(test_kernels_cuda "%s/tests/test_kernels")\nset_tests_properties(test_kernels_cuda PROPERTIES LABELS "gpu" ENVIRONMENT "TARNN_KERNELS=cuda")\n' \
+    "$(cd "$2" && pwd)" >"$2/CTestTestfile.cmake"
+  exit 0
+fi
+echo "FAILED: tests/CMakeFiles/fault_inject.dir/cli/fault_inject.c.o"
+echo "fault_inject.c:19: error: inlining failed (a stand-in)"
+if [[ " $* " == *" -k 0 "* ]]; then
+  for p in tarnn tests/test_kernels; do printf '#!/bin/sh\n' >"$2/$p" && chmod +x "$2/$p"; done
+fi
+echo "ninja: build stopped: subcommand failed."
+exit 1
+EOF
+printf '#!/bin/sh\necho "a stand-in GPU"\n' >"$work/bin/nvidia-smi"
+chmod +x "$work/bin/cmake" "$work/bin/nvidia-smi"
+stand_in() { # LOG STEPS...: lease.sh's STEPS with the stand-ins, into $work/LOG
+  local log=$1
+  shift
+  PATH="$work/bin:$PATH" OUT="$work/out6" LEASE_DIR="$work/lease6" LEASE_BUILD="$work/b6" \
+    PY="$PY" bash tools/gpu/lease.sh "$@" >"$work/$log" 2>&1 || bad "$* exited $?"
+}
+stand_in log6 build
+grep -q "build: failed for tests/CMakeFiles/fault_inject.dir/cli/fault_inject.c.o; every program the GPU steps need is built" "$work/log6" &&
+  [ -x "$work/b6/tarnn" ] || bad "one failed target cost the build: $(grep '^==' "$work/log6" | tail -3)"
+# a build that stopped short (call 1's): the next step that needs it builds again, once
+rm "$work/b6/tarnn"
+stand_in log7 sanitize
+grep -q "no $work/b6/tarnn: building again" "$work/log7" && [ -x "$work/b6/tarnn" ] &&
+  ! grep -q "skipped: no .*tarnn" "$work/log7" ||
+  bad "no build again before the steps that need it: $(grep '^==' "$work/log7" | tail -3)"
+grep -E "^== .*build" "$work/log6" "$work/log7" | sed 's/^[^:]*://'
 [ $fail -eq 0 ] && echo "lease dry run: ok ($(wc -l <"$work/commands") commands checked)"
 exit $fail

@@ -5,8 +5,8 @@
 # exported, packed into $OUT in parts with a manifest, scored by the CPU engine in the GPU's
 # place); what $OUT holds must keep to what a call brings back (8 files, 16 MiB each, 64 MiB), and
 # `lease.sh join` must make of it a model folder here that is the exported one bit for bit, holds
-# the averaged weights, and scores as the "device" did. Then in BF16 (one part), and a damaged part
-# is refused with nothing written.
+# the averaged weights, and scores as the "device" did. Then in BF16 (one part), the last weights
+# where the trainer's log says to keep them, and a damaged part is refused with nothing written.
 # usage: lease_pack_join_test.sh TARNN SOURCE_DIR
 set -u
 TARNN=$1 SRC=$2
@@ -65,9 +65,9 @@ pack_join() {
   cat "$work/join-$name.log"
   grep -q "largest difference 0 " "$work/join-$name.log" ||
     bad "$name: the score here is not the device's (the same engine plays both)"
-  cmp -s "$work/model-$name/model.safetensors" "$work/lease/m-ema/model.safetensors" ||
+  cmp -s "$work/model-$name/model.safetensors" "$work/lease/m-trained/model.safetensors" ||
     bad "$name: the joined weights are not the exported file, bit for bit"
-  cmp -s "$work/model-$name/config.json" "$work/lease/m-ema/config.json" || bad "$name: config.json differs"
+  cmp -s "$work/model-$name/config.json" "$work/lease/m-trained/config.json" || bad "$name: config.json differs"
 }
 pack_join f32
 parts() { find "$1" -name 'weights.part-*' | wc -l; }
@@ -86,8 +86,23 @@ assert all(torch.equal(got[k], ema[k]) for k in ema), "not the averaged weights"
 assert not all(torch.equal(got[k], last[k]) for k in last), "the last weights"
 print("the joined folder holds the averaged weights, every tensor equal")
 PYEOF
+# the trainer's end found the last weights better on the held-out digits (tools/train.py)
+echo "end: held-out bits/dim the start (step 0) 1.0700, the last weights 1.0500, the averaged 1.0600 (step 1000): keep: last; better than the start" >"$work/lease/train.log"
 pack_join bf16 LEASE_WEIGHTS=BF16
 [ "$(parts "$work/out-bf16")" -eq 1 ] || bad "BF16 weights not in 1 part"
+grep -q "the last weights (train.log), BF16" "$work/pack-bf16.log" || bad "bf16: not said to be the last weights"
+SRC_TOOLS=$SRC/tools $PY - "$work" <<'PYEOF' || bad "the joined folder does not hold the checkpoint's last weights"
+import os, sys
+import torch
+sys.path.insert(0, os.environ["SRC_TOOLS"])
+import tarnn_model as tm
+work = sys.argv[1]
+ckpt = torch.load(os.path.join(work, "lease", "train.pt"), weights_only=True)
+got = tm.load_model_dir(os.path.join(work, "model-bf16")).state_dict()
+last = ckpt["model_state"]
+assert all(torch.equal(got[k], last[k].bfloat16().float()) for k in last), "not the last weights"
+print("train.log said keep: last: the joined folder holds the last weights in BF16, every tensor")
+PYEOF
 # a part cut short or changed is refused, and no folder is left
 head -c 1000 "$work/out-f32/weights.part-01" >"$work/short" && cp "$work/short" "$work/out-f32/weights.part-01"
 LEASE_TARNN="$TARNN" LEASE_IMAGES="$work/images" PY="$PY" bash tools/gpu/lease.sh join "$work/out-f32" \

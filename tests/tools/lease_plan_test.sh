@@ -51,8 +51,14 @@ grep -q "weights back as BF16" "$work/out" && grep -q "^back: weights.part-01 " 
 # at run time: no room, the step is skipped and said to be; the next that fits runs
 DRY=1 OUT="$work/o" LEASE_DIR="$work/l" LEASE_EST_test=400 bash tools/gpu/lease.sh call 1 >"$work/run" 2>&1 ||
   bad "call 1 exited $?"
-grep -q "skipped: test: its estimate is 400 s, and 250 s are left of this call's 540" "$work/run" ||
+est() { awk -v s="$1" '/^estimates/ { on = 1 } on && $1 == s { print $2; exit }' "$work/plan"; }
+at=$(($(est build) + $(est train-start)))
+grep -q "skipped: test: its estimate is 400 s, and $((540 - at)) s are left of this call's 540" "$work/run" ||
   bad "test not skipped: $(grep -E '^==' "$work/run")"
-grep -q "== \[290 s\] maps (estimate 25 s" "$work/run" || bad "maps did not run after it"
+grep -q "== \[$at s\] maps (estimate $(est maps) s" "$work/run" || bad "maps did not run after it"
+# what the plan leaves goes to the trainer alone (train-wait), in calls 1 and 2, and its minutes
+grep -qE "^call 1: .* train-wait\([1-9][0-9]* s\)$" "$work/plan" &&
+  grep -qE "^call 2: .*  sanitize train-wait\([1-9][0-9]* s\) train-end bench" "$work/plan" ||
+  bad "no train-wait in calls 1 and 2: $(grep '^call' "$work/plan")"
 [ $fail -eq 0 ] && echo "lease plan: ok"
 exit $fail

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # tools/train.py in the modes a GPU lease runs it (tools/gpu/lease.sh train-start), a few steps of
 # a tiny model on the CPU: bf16 autocast, the blocked attention, --ref-batch, --ema, --compile,
-# --end-at with --time-decay, --rate-seconds, --init-from an exported folder. torch.compile's
-# watchdog: a compile that fails, or never finishes, is dropped and the step done again in eager
-# mode, so the weights are those of a run that never compiled, bit for bit
-# (TARNN_TRAIN_COMPILE=fail|hang puts a stand-in in torch.compile's place).
+# --end-at with --time-decay, --rate-seconds, --init-from an exported folder; --ema's average
+# checked step by step (train_average.py). torch.compile's watchdog: a compile that fails, or
+# never finishes, is dropped and the step done again in eager mode, so the weights are those of a
+# run that never compiled, bit for bit (TARNN_TRAIN_COMPILE=fail|hang puts a stand-in in
+# torch.compile's place).
 # usage: train_modes_test.sh SOURCE_DIR
 set -u
 SRC=$1
@@ -18,7 +19,7 @@ $PY "$SRC/tests/tools/tiny_images.py" "$work"
 # the lease's flags (tools/gpu/lease.sh TRAIN_ARGS and train-start), at a tiny size: chunk 2 of
 # 35 positions is the blocked form; bf16 autocast is the default
 tiny=(--height 6 --width 6 --n-layers 2 --n-heads 2 --d-head 4 --d-model 8 --d-ff 16 --mixtures 2)
-lease=(--batch 4 --ref-batch 2 --lr 1.5e-4 --warmup 200 --chunk 2 --ema 0.9 --eval-every 5
+lease=(--batch 4 --lr 1.5e-4 --warmup 500 --chunk 2 --ema 0.9 --ema-from-decay --eval-every 5
        --eval-images 8 --ckpt-minutes 1 --threads 1 --max-steps 12)
 train() { # NAME [ENV...] -- ARGS...: a run into $work/NAME.pt, its output in $work/NAME.log
   local name=$1 envs=()
@@ -30,7 +31,7 @@ train() { # NAME [ENV...] -- ARGS...: a run into $work/NAME.pt, its output in $w
     bad "$name exited $?: $(tail -3 "$work/$name.log")"
 }
 train eager -- "${tiny[@]}"
-has eager "fresh optimizer \(AdamW, no moments\): the rate warms up linearly from 0 to .* over 100 steps \(400 images\)"
+has eager "fresh optimizer \(AdamW, no moments\): the rate warms up linearly from 0 to .* over 500 steps \(2000 images\)"
 train compile -- "${tiny[@]}" --compile
 has compile "^--compile: (torch .* has no torch.compile: running without|compiled)"
 train fail TARNN_TRAIN_COMPILE=fail -- "${tiny[@]}" --compile
@@ -46,8 +47,9 @@ has rate "^training for (59|60)\.[0-9]+ minutes, to .*, the rate decaying over t
 # the next lease: from an exported folder, a fresh optimizer with its warm-up stated
 $PY "$SRC/tools/export.py" "$work/eager.pt" --out "$work/folder" --ema >"$work/export.log" 2>&1 ||
   bad "export: $(tail -2 "$work/export.log")"
-train init -- --init-from "$work/folder"
+train init -- --init-from "$work/folder" --ref-batch 2
 has init "^initialised from .*folder"
+has init "^batch 4 against 2: lr 0.000212, warm-up 250 steps"
 has init "^fresh optimizer \(AdamW, no moments\): the rate warms up linearly from 0"
 # a dropped compile loses nothing: the same weights as the run that never compiled, bit for bit
 SRC_TOOLS=$SRC/tools $PY - "$work" <<'PYEOF' || bad "a fallback to eager mode changed the weights"
@@ -64,5 +66,8 @@ rate = json.load(open(os.path.join(work, "rate.json")))
 assert rate["images_per_second"] > 0 and rate["batch"] == 4 and rate["compiled"] is False, rate
 print("fail, hang and rate runs: the eager run's weights, bit for bit; rate.json:", rate["images_per_second"] > 0)
 PYEOF
+# the averaged weights are the average of the steps' weights (--ema-from-decay: of the decay's),
+# and the log holds the start's figure, the end's and which weights to keep (train_average.py)
+$PY "$SRC/tests/tools/train_average.py" "$work" || bad "train_average.py exited $?"
 [ $fail -eq 0 ] && echo "train modes: ok"
 exit $fail

@@ -19,25 +19,33 @@
 #                                       into the model folder MODEL, bit for bit, and scored here
 #                                       against the device's own score (tools/gpu/weights.py)
 # There, each call one `run` of the device tool (carry [".gpu"], timeout_s 600), back to back:
-#   tools/gpu/lease.sh call 1           build; the trainer (measured alone 60 s); the GPU suite
-#   tools/gpu/lease.sh call 2           sanitizers; the trainer's end and its weights, back; bench
+#   tools/gpu/lease.sh call 1           build; the trainer (measured alone 60 s); the GPU suite;
+#                                       the trainer alone for what the call has left
+#   tools/gpu/lease.sh call 2           sanitizers; the trainer alone for what the plan leaves; its
+#                                       end and its weights, back; bench
 #   tools/gpu/lease.sh call 3           the rest of the bench; ncu; the paper's softmax on the GPU
 #   tools/gpu/lease.sh STEP...          steps by name:
 #     build        nvidia-smi; data/mnist from .gpu/mnist.tgz; build-gpu/ (Release, sm_90 on an H100
 #                  and an H200 alike, the carried deps): everything, so that every test labelled
-#                  gpu is built, whoever adds it
+#                  gpu is built, whoever adds it; on past a target that fails (ninja -k 0), then
+#                  tarnn and the gpu-labelled test programs checked. A later step that needs the
+#                  build and finds none builds again, once a call
 #     train-start  tools/train.py from .gpu/init (else models/mnist) with a fresh optimizer, in its
-#                  own session (setsid: it outlives the call), to a deadline the plan sets: its
+#                  own session (setsid: it outlives the call; no descriptor of the call's output
+#                  kept, so the call returns when its steps end), to a deadline the plan sets: its
 #                  rate's decay ends before train-end. Its images/s is measured alone for 60 s
 #                  (after torch.compile, which falls back to eager mode after 2 minutes or a
 #                  failure) before anything else starts: $OUT/train-rate.json
+#     train-wait   the trainer alone on the GPU for what the plan leaves: to the end of call 1,
+#                  and in call 2 as long as the rest of calls 2 and 3 still fits after it
 #     test         ctest -L gpu, once (every test labelled gpu: the kernels, the backend, the CLI)
 #     maps         MNIST-size random models of each other feature map, for the bench
 #     sanitize     compute-sanitizer, at most 60 s a tool: memcheck over every gpu-labelled test
 #                  program but test_cuda's full-size rollouts; racecheck over the attention
 #                  kernels' cases of test_kernels
 #     train-end    the trainer's end (on its own, at its deadline; else SIGTERM: it checkpoints);
-#                  its averaged weights exported (F32, or BF16 when F32 would not fit what comes
+#                  the weights its log says to keep (the last or the averaged, the better on the
+#                  held-out digits) exported (F32, or BF16 when F32 would not fit what comes
 #                  back), in parts with a manifest into $OUT at once, then scored on the GPU
 #     bench        every configuration (precision x state format x feature map) at 4,096 images
 #                  over all 783 positions and at the automatic batch over 100; sample and score
@@ -60,7 +68,9 @@ BACK_FILE_B=${LEASE_BACK_FILE_BYTES:-$((16 * MiB))} # each at most,
 BACK_TOTAL_B=${LEASE_BACK_TOTAL_BYTES:-$((64 * MiB))} # and together
 TRAVEL_B=${LEASE_TRAVEL_BYTES:-$((64 * MiB))} # the tree and the carried paths, to the machine
 PART_B=$((BACK_FILE_B < 15 * MiB ? BACK_FILE_B : 15 * MiB)) # the weights' parts: under 16 MiB
-CALLS=("build train-start test maps" "sanitize train-end bench" "bench profile softmax")
+CALLS=("build train-start test maps train-wait" "sanitize train-wait train-end bench"
+  "bench profile softmax")
+WAIT_MARGIN=30 # a call's seconds that train-wait leaves to the steps' estimates being short
 # What exists, one list each (lease_dry_run checks them against tarnn's and tarnn_model.py's own)
 PRECISIONS="fp32 tf32 bf16 int8"
 STATES="fp32 fp16"
@@ -75,11 +85,13 @@ NCU_METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
 NCU_METRICS+=,sm__throughput.avg.pct_of_peak_sustained_elapsed
 NCU_METRICS+=,dram__throughput.avg.pct_of_peak_sustained_elapsed
 NCU_METRICS+=,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
-TRAIN_ARGS=${TRAIN_ARGS:---batch 512 --ref-batch 64 --lr 1.5e-4 --warmup 200 --chunk 128 --compile}
+# The trainer's: continuing a trained model with a fresh AdamW (docs/CUDA.md, "On a lent GPU":
+# why 1.5e-4 at batch 512, unscaled, and 500 warm-up steps)
+TRAIN_ARGS=${TRAIN_ARGS:---batch 512 --lr 1.5e-4 --warmup 500 --chunk 128 --compile}
 
 OUT=${OUT:-/tmp/tarnn-lease}
 L=${LEASE_DIR:-/tmp/lease} # kept between the calls of one lease (the machine stays up)
-B=build-gpu
+B=${LEASE_BUILD:-build-gpu}
 T=${LEASE_TARNN:-$B/tarnn}
 PY=${PY:-python3}
 TEST_IMAGES=${LEASE_IMAGES:-data/mnist/test-images-idx3-ubyte}
@@ -94,24 +106,25 @@ CALL=steps
 # makes a call too long).
 estimates() {
   cat <<'EOF'
-build 90 dry run here, 2026-11-25 (2 cores): configure 6.8 s; the build 405 s of compiling in 85
-    steps, the longest 27 s (ninja log); on 16 cores about 27 + 12 + links, ~50 s, with room for a
-    slower core
-train-start 200 the trainer's start-up (20 s, estimate) + torch.compile under its watchdog (at
-    most 120 s: train.py --compile-timeout) + 60 s measured alone (--rate-seconds)
-test 195 estimate: ctest -L gpu once, beside the trainer; the last lease (2026-11-22) timed no
-    test alone (its ctest ran the whole suite); and the checkpoint guard on the lease's torch, six
-    torch start-ups (tools/gpu/checkpoint_guard.py: 35 s here on a loaded machine, 2026-11-25)
-maps 25 estimate: 5 random MNIST-size models, a torch start-up and 26 MB written each
-    (tools/random_model.py)
-sanitize 130 at most 60 s a tool (timeout), and the listing of the GPU tests
-train-end 90 estimate: export (a 104 MB checkpoint in, 26 MB out) and parts; the engine's score of
-    the 10,000 test digits (4.3 s of steps at the measured 2,352 images/s, and its start);
-    PyTorch's (30 s)
-profile 30 estimate, a configuration: ncu replays a step's kernels (61 in fp32) for 6 metrics; the
-    last lease timed none (its ncu ran under timeouts of 100-140 s)
-softmax 20 estimate, a batch: a torch start-up (8 s) and 783 eager steps; softmax's KV cache at
-    4,096 images is 13 GB read a step on average: 5 s at 2 TB/s
+build 60 the lease of 2026-11-25 (16 cores): configure and a build stopped by a test shim's
+    error, 29 s (call 1); the rest, from the 5th of 97 steps, ~26 s by hand before call 2 (371 s
+    of wall, 344 of them lease.sh's)
+train-start 130 the lease of 2026-11-25: 119 s (call 1, [30 s] to [149 s]): the trainer's start,
+    torch.compile's first 3 steps in 42.5 s (its watchdog allows 120: train.py
+    --compile-timeout), 60 s measured alone (--rate-seconds)
+test 120 the lease of 2026-11-25, by hand (call 3: the build had failed in call 1): ctest -L gpu
+    33.6 s with -j4, its four programs 52 s one after another (all four failed: the bf16 bias);
+    beside the trainer, and the checkpoint guard's six torch start-ups (35 s here)
+maps 30 the lease of 2026-11-25: 28 s (call 1, [149 s] to [177 s]) for the 5 models
+sanitize 70 the lease of 2026-11-25: 66 s (call 2, [1 s] to [67 s]): memcheck over the kernel tests
+    4 s, over test_cuda_paths stopped at its 60 s; racecheck 6 s
+train-end 30 the lease of 2026-11-25: ~19 s (call 2 from [67 s] to the bench's first record,
+    16:22:02, less its 3 s; the call began at 16:20:33, 344 s before its last record): the trainer
+    had stopped; export, parts, the engine's and PyTorch's scores of the 10,000 test digits
+profile 25 the lease of 2026-11-25: 8 configurations in 105 s (call 3, [1 s] to [106 s]): 13-14 s
+    each in fp32 and tf32, 24 s in int8 (125 kernels a step), 2 s each in bf16 (failed)
+softmax 15 the lease of 2026-11-25: 3 batches in 41 s (call 3): 9, 11 and 21 s at 256, 1,024 and
+    4,096 images
 gap 45 from a call's end to the next one's start: the machine waits 30 s (the device README), so
     the next call comes within them, and the tree's transfer (15 s, estimate)
 EOF
@@ -125,19 +138,25 @@ est() { # STEP: its estimate in seconds
 
 GAP_S=$(est gap) # the trainer's clock runs on between the calls
 
-# Images/s over all 783 positions on the H100, docs/CUDA.md (2026-11-22): fp32 and tf32
-# measured; bf16 and int8 not run yet, so tf32's (docs/CUDA.md's bf16 estimate is about tf32's;
-# int8's GEMMs are faster, its quantizing and scaling passes extra). An fp16
-# state and the other feature maps: as the fp32 state and elu+1 (their estimates are as fast or
-# faster). A tarnn start-up: 2 s (sample -n 10000 took 6.0 s wall there, 4.3 s of it steps).
-# An H200 has an H100's arithmetic and 1.4 times its memory bandwidth: these hold as bounds.
+# Images/s on the H100, the lease of 2026-11-25 (tools/bench/runs/h100-2026-11-25/bench.jsonl):
+# each precision's slowest feature map and state (a random-feature map, about half of elu+1's),
+# at 4,096 images over 783 positions and at the automatic batch (65,536) over 100. bf16: tf32's
+# (its GEMMs failed there; the path before issue 41 ran at 3,574-5,520). A run's start and end:
+# 1 s (107 runs took about 258 s of call 2, 182 of them the measured steps and 12 the sample and
+# score runs). An H200 has an H100's arithmetic and 1.4 times its memory bandwidth: these hold as
+# bounds.
 run_estimate() { # PRECISION BATCH(4096|auto): seconds of one bench run
-  local r4096=2005 rauto=2352
-  [ "$1" != fp32 ] && r4096=3301 rauto=4062
+  local r4096 rauto
+  case $1 in
+    fp32) r4096=1607 rauto=1833 ;;
+    tf32 | bf16) r4096=2373 rauto=2730 ;;
+    int8) r4096=2185 rauto=2350 ;;
+    *) echo "lease.sh: no measured rate for precision $1: fp32's" >&2; r4096=1607 rauto=1833 ;;
+  esac
   if [ "$2" = auto ]; then
-    awk -v r=$rauto 'BEGIN { printf "%d\n", 2 + 65536 * 100 / 783 / r + 0.999 }'
+    awk -v r=$rauto 'BEGIN { printf "%d\n", 1 + 65536 * 100 / 783 / r + 0.999 }'
   else
-    awk -v r=$r4096 -v b="$2" 'BEGIN { printf "%d\n", 2 + b / r + 0.999 }'
+    awk -v r=$r4096 -v b="$2" 'BEGIN { printf "%d\n", 1 + b / r + 0.999 }'
   fi
 }
 
@@ -162,11 +181,11 @@ items_bench() {
   done
 }
 items_bench_extras() {
-  echo "sample-fp32 8 sample fp32 fp32"         # 6.0 s wall on the last lease
+  echo "sample-fp32 8 sample fp32 fp32"         # 5.8 s wall (2026-11-25)
   echo "sample-bf16-fp16 8 sample bf16 fp16"
-  echo "score-fp32 10 score fp32 fp32"          # 10,000 digits, one batch: 4.3 s of steps
+  echo "score-fp32 10 score fp32 fp32"          # 10,000 digits, one batch: 5.0 s (2026-11-25)
   echo "score-bf16-fp16 10 score bf16 fp16"
-  echo "score-int8-fp16 10 score int8 fp16"     # cuBLASLt's int8 GEMMs: bits/dim beside the CPU's
+  echo "score-int8-fp16 10 score int8 fp16"     # cuBLASLt's int8 GEMMs: 2.3 s (2026-11-25)
   echo "complete 8 complete bf16 fp16"          # estimate: 10 images, 4 completions each
   echo "cifar10 4 cifar10 bf16 fp16"            # 300 of 3,071 positions at 4,096: 1 s at 419/s
 }
@@ -276,9 +295,10 @@ RAN=0
 # otherwise it runs when its estimate fits what is left of the call, and says so when it does not
 begin() {
   local e l
-  e=$(est "$1")
+  if [ "$1" = train-wait ]; then e=$(wait_estimate); else e=$(est "$1"); fi
   if [ -n "$PLAN" ]; then
     echo "at $CALL $1 $CLOCK"
+    [ "$1" = train-wait ] && echo "wait $CALL $e"
     CLOCK=$((CLOCK + e))
     return 1
   fi
@@ -379,6 +399,8 @@ do_plan() {
         awk -v n=$n -v s="$s" '$1 == "items" && $2 == n && $3 == s {
           if ($5 < $4) print s "(none)"; else if ($4 == 1 && $5 == $6) print s "(" $6 ")";
           else print s "(" $4 "-" $5 " of " $6 ")" }' <<<"$sim"
+      elif [ "$s" = train-wait ]; then
+        awk -v n=$n '$1 == "wait" && $2 == n { print "train-wait(" $3 " s)" }' <<<"$sim"
       else echo "$s"; fi
     done | tr '\n' ' ')
     printf 'call %d: %s min  %s\n' $n "$(minutes "$total")" "${desc% }"
@@ -418,17 +440,27 @@ do_plan() {
     "is the card's own (nvidia-smi in the log, the engine's batch from what is free)"
   echo "estimates (seconds, source):"
   estimates | sed 's/^/  /'
+  echo "  train-wait: what the plan leaves, the trainer alone on the GPU: each call's room after its" \
+    "steps, as far as the rest of the lease fits after it, less $WAIT_MARGIN s (wait_estimate)"
   local runs
   runs=$(items_bench | awk '{ t += $2; n++ } END { print t " in " n " runs:" }')
-  echo "  bench $runs docs/CUDA.md's H100 rates (bf16: tf32's) and 2 s a start (run_estimate);" \
-    "sample and score timed"
+  echo "  bench $runs the H100's rates of 2026-11-25, each precision's slowest (bf16: tf32's), and" \
+    "1 s a start (run_estimate); sample and score timed"
   return $bad
 }
 
 # ---- the steps that run there -----------------------------------------------------------------
 training() { [ -f "$L/train.pid" ] && kill -0 "$(cat "$L/train.pid")" 2>/dev/null; }
+REBUILT= # need_build's one build again in this call
 need_build() {
-  [ -x "$T" ] || [ -n "$DRY" ] && return 0
+  [ -n "$DRY" ] && return 0
+  if [ ! -x "$T" ] && [ -z "$REBUILT" ] && [ -f "$B/build.ninja" ]; then
+    REBUILT=1
+    say "no $T: building again (ninja goes on where the last build stopped, from the tree as" \
+      "this call brought it)"
+    build_all
+  fi
+  [ -x "$T" ] && return 0
   say "skipped: no $T (the build failed or did not run)"
   return 1
 }
@@ -458,11 +490,96 @@ step_build() {
     say "configure failed: the steps that need the build will say so"
     return 0
   fi
-  if ! bounded "$(left)" cmake --build $B -j"$(nproc)" >>"$L/build.log" 2>&1; then
-    grep -B2 -A8 -m5 "error" "$L/build.log" | head -60
-    say "build failed: the steps that need it will say so"
+  REBUILT=1 # not again in this call: the same tree would fail the same way
+  build_all
+}
+# build_all: everything, on past a target that fails (ninja -k 0): one test shim that did not
+# compile cost the lease of 2026-11-25 its tarnn. Then tarnn and every gpu-labelled test program
+# are checked: the failed targets are named, and whether the GPU steps can go on.
+build_all() {
+  local failed missing p
+  bounded "$(left)" cmake --build $B -j"$(nproc)" -- -k 0 >"$L/build.last" 2>&1
+  local rc=$?
+  cat "$L/build.last" >>"$L/build.log"
+  [ -n "$DRY" ] && { say "built"; return 0; }
+  failed=$(sed -n -E 's/^FAILED: (\[code=[0-9]+\] )?//p' "$L/build.last" | sort -u | tr '\n' ' ')
+  missing=$(for p in "$T" $(gpu_tests all | awk '{ for (i = 1; $i ~ /=/; i++); print $i }'); do
+    [ -x "$p" ] || echo "$p"
+  done | sort -u | tr '\n' ' ')
+  if [ $rc -ne 0 ]; then
+    grep -B2 -A8 -m5 "error" "$L/build.last" | head -60
   fi
-  say "built"
+  if [ -n "$missing" ]; then
+    say "build failed${failed:+ for ${failed% }}: no ${missing% }: the steps that need it say so," \
+      "and the first of them in a later call builds again"
+  elif [ $rc -ne 0 ]; then
+    say "build: failed for ${failed% }; every program the GPU steps need is built (tarnn and the" \
+      "gpu-labelled tests'): they go on"
+  else
+    say "built"
+  fi
+}
+
+# detached LOG CMD...: CMD in its own session (setsid), to outlive the call, in the background
+# ($! its pid): stdin /dev/null, stdout and stderr appended to LOG, and every other descriptor
+# closed. One it kept (fd 3, the call's log's pipe, was one) holds the call's output open, and the
+# device tool waits for its end: call 1 of the lease of 2026-11-25 ended its steps at 177 s and
+# returned at its 600-s limit (tests/tools/lease_dry_run.sh, a stand-in trainer).
+detached() {
+  local log=$1 fd
+  shift
+  (
+    for fd in /proc/"$BASHPID"/fd/*; do
+      fd=${fd##*/}
+      [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+    done
+    exec setsid "$@" </dev/null >>"$log" 2>&1
+  ) &
+}
+
+# wait_estimate: train-wait's seconds in this call: the room its call leaves after its other steps,
+# as far as the work of the calls after it (their steps, and every item of bench, profile and
+# softmax not done yet) still fits them, less WAIT_MARGIN a call
+wait_estimate() {
+  [[ $CALL =~ ^[0-9]+$ ]] || { echo 0; return; }
+  local n i s here=0 rest=0 items=0 calls w
+  for s in ${CALLS[CALL - 1]}; do
+    [ "$s" = train-wait ] || divisible "$s" || here=$((here + $(est "$s")))
+  done
+  for ((n = CALL; n < ${#CALLS[@]}; n++)); do
+    for s in ${CALLS[n]}; do
+      [ "$s" = train-wait ] || divisible "$s" || rest=$((rest + $(est "$s")))
+    done
+  done
+  for s in bench profile softmax; do
+    items=$((items + $(pending "$s" | awk '{ t += $2 } END { print t + 0 }')))
+  done
+  calls=$((${#CALLS[@]} - CALL + 1))
+  w=$((calls * (CALL_S - WAIT_MARGIN) - here - rest - items))
+  i=$((CALL_S - WAIT_MARGIN - here))
+  [ "$i" -lt "$w" ] && w=$i
+  echo $((w > 0 ? w : 0))
+}
+
+# train-wait: the trainer alone on the GPU for what the plan leaves (the timed steps cannot run
+# beside it), until the second of the call where the plan ends the wait: the call's steps back on
+# the plan's clock, from which train-start set the trainer's deadline (in call 2, 30 s before the
+# wait's end); at most to the call's last WAIT_MARGIN seconds, and no longer than the trainer runs
+step_train_wait() {
+  begin train-wait || return 0
+  [[ $CALL =~ ^[0-9]+$ ]] || { say "train-wait: only in a call (lease.sh call 1|2)"; return 0; }
+  local until_s
+  until_s=$(simulate | awk -v c="$CALL" '$1 == "at" && $2 == c && $3 == "train-wait" { a = $4 }
+    $1 == "wait" && $2 == c { w = $3 } END { print a + w }')
+  [ "$until_s" -gt $((CALL_S - WAIT_MARGIN)) ] && until_s=$((CALL_S - WAIT_MARGIN))
+  say "the trainer alone on the GPU: until [$until_s s] of this call (the plan's), or its end"
+  if [ -n "$DRY" ]; then
+    RAN=$((until_s > $(now) ? until_s - $(now) : 0))
+    return 0
+  fi
+  while training && [ "$(now)" -lt "$until_s" ]; do sleep 2; done
+  [ -f "$L/train.log" ] && grep "heldout" "$L/train.log" | tail -2
+  return 0
 }
 
 step_train_start() {
@@ -481,14 +598,15 @@ step_train_start() {
   # shellcheck disable=SC2206 # TRAIN_ARGS: flags, split at spaces
   local cmd=("$PY" tools/train.py --init-from "$init" --train data/mnist/train-images-idx3-ubyte
     --heldout data/mnist/valid-images-idx3-ubyte --ckpt "$L/train.pt" --ckpt-minutes 1
-    --end-at "$end_at" --time-decay 0.5 --ema 0.999 --eval-every 500 --eval-images 1000
+    --end-at "$end_at" --time-decay 0.5 --ema 0.999 --ema-from-decay --eval-every 500
+    --eval-images 1000
     --compile-timeout 120 --rate-seconds 60 --rate-file "$L/train-rate.json" $TRAIN_ARGS)
   if [ -n "$DRY" ]; then
     run "${cmd[@]}"
     return 0
   fi
   rm -f "$L/train-rate.json"
-  PYTHONUNBUFFERED=1 setsid "${cmd[@]}" >>"$L/train.log" 2>&1 </dev/null &
+  PYTHONUNBUFFERED=1 detached "$L/train.log" "${cmd[@]}"
   echo $! >"$L/train.pid"
   # nothing else on the GPU until its rate is measured alone: start-up, compile, 60 s
   wait_s=$(($(est train-start) + 30))
@@ -527,20 +645,25 @@ step_maps() {
   done
 }
 
-gpu_tests() { # "ENV... PROGRAM" for every gpu-labelled test that is a program (not a script)
+# gpu_tests [all]: "ENV... PROGRAM ARGS" for every gpu-labelled test that is a program (not a
+# script); all: test_cuda too (the sanitizers leave it out)
+gpu_tests() {
   if [ -n "$DRY" ] && [ ! -f $B/CTestTestfile.cmake ]; then
     echo "TARNN_KERNELS=cuda $B/tests/test_kernels"
     return
   fi
+  [ -f $B/CTestTestfile.cmake ] || return 0
   ctest --test-dir $B -L gpu --show-only=json-v1 | "$PY" -c '
 import json, os, sys
 for t in json.load(sys.stdin)["tests"]:
     cmd = t.get("command") or []
-    if not cmd or not cmd[0].startswith(os.path.abspath(sys.argv[1])) or t["name"] == "test_cuda":
-        continue  # scripts, and test_cuda: its full-size rollouts outlast any tool (2026-11-22)
+    if not cmd or not cmd[0].startswith(os.path.abspath(sys.argv[1])):
+        continue  # scripts
+    if t["name"] == "test_cuda" and sys.argv[2] != "all":
+        continue  # its full-size rollouts outlast any sanitizer (2026-11-22)
     env = [e for p in t.get("properties", []) if p["name"] == "ENVIRONMENT" for e in p["value"]
            if " " not in e]
-    print(" ".join(env + cmd))' "$B"
+    print(" ".join(env + cmd))' "$B" "${1:-}"
 }
 
 step_sanitize() {
@@ -600,33 +723,38 @@ step_train_end() {
   begin train-end || return 0
   stop_trainer
   if [ -f "$L/train.log" ]; then tail -12 "$L/train.log"; cp "$L/train.log" "$OUT/train.log"; fi
-  local dtype score=$L/score-ema.json
+  local dtype score=$L/score.json m=$L/m-trained which=averaged ema=(--ema) use=(--use-ema)
   dtype=$(weights_dtype)
+  # the weights the trainer's end says to keep (train.py's `end:` line: the better of the last and
+  # the averaged on the held-out digits); the averaged where it did not say
+  if [ "$(sed -n -E 's/^end: .*keep: (averaged|last).*/\1/p' "$L/train.log" 2>/dev/null |
+    tail -1)" = last ]; then
+    which=last ema=() use=()
+  fi
   if [ ! -f "$L/train.pt" ]; then # DRY=1 without a stand-in checkpoint: the commands
     say "no checkpoint $L/train.pt: nothing to export"
     [ -n "$DRY" ] || return 0
-    run "$PY" tools/export.py "$L/train.pt" --out "$L/m-ema" --ema --dtype "$dtype"
-    run "$T" score --device cuda --model "$L/m-ema" --images "$TEST_IMAGES" --quiet \
-      --json-file "$score"
-    torch_score
+    run "$PY" tools/export.py "$L/train.pt" --out "$m" "${ema[@]}" --dtype "$dtype"
+    run "$T" score --device cuda --model "$m" --images "$TEST_IMAGES" --quiet --json-file "$score"
+    torch_score "${use[@]}"
     return 0
   fi
-  say "the averaged weights, $dtype, back in parts at once; then scored"
-  rm -rf "$L/m-ema"
-  if ! "$PY" tools/export.py "$L/train.pt" --out "$L/m-ema" --ema --dtype "$dtype"; then
+  say "the $which weights (train.log), $dtype, back in parts at once; then scored"
+  rm -rf "$m"
+  if ! "$PY" tools/export.py "$L/train.pt" --out "$m" "${ema[@]}" --dtype "$dtype"; then
     say "export failed"
     return 0
   fi
-  "$PY" tools/gpu/weights.py pack "$L/m-ema" "$OUT" --part-bytes "$PART_B" --dtype "$dtype"
+  "$PY" tools/gpu/weights.py pack "$m" "$OUT" --part-bytes "$PART_B" --dtype "$dtype"
   local device=cuda
   [ -n "$DRY" ] && device=cpu # the proof here (lease_pack_join): the CPU engine plays the GPU
-  timeout "$(left)" "$T" score --device $device --model "$L/m-ema" --images "$TEST_IMAGES" --quiet \
+  timeout "$(left)" "$T" score --device $device --model "$m" --images "$TEST_IMAGES" --quiet \
     --json-file "$score" &&
     "$PY" tools/gpu/weights.py scored "$OUT/weights.json" "$score" "$TEST_IMAGES"
-  torch_score
+  torch_score "${use[@]}"
 }
-torch_score() { # PyTorch's fp32 figure for the same weights, beside the engine's (in the log)
-  run "$PY" tools/train.py --eval-only --use-ema --ckpt "$L/train.pt" --batch 250 \
+torch_score() { # [--use-ema]: PyTorch's fp32 figure for the same weights, beside the engine's
+  run "$PY" tools/train.py --eval-only "$@" --ckpt "$L/train.pt" --batch 250 \
     --heldout "$TEST_IMAGES"
 }
 
@@ -732,6 +860,7 @@ step() { # STEP: one step, by name
   case $1 in
     build) step_build ;;
     train-start) step_train_start ;;
+    train-wait) step_train_wait ;;
     test) step_test ;;
     maps) step_maps ;;
     sanitize) step_sanitize ;;

@@ -9,10 +9,14 @@
 // (INVALID_VALUE), TRANSC none; the compute/scale/A/B/C/D type combinations of cuBLASLt's table
 // for COMPUTE_32F (fp32, bf16 or fp16 inputs, fp32 or the inputs' type out), 32F_FAST_TF32 and
 // 32F_FAST_16BF (fp32), and COMPUTE_32I (int8 A and B, int32 C and D, int32 scale: the exact
-// integer sum, alpha acc + beta C wrapping as int32 does; the DEFAULT epilogue; A transposed and
-// B not, the TN form cuBLASLt's int8 kernels take on column-major layouts)
-// (CUBLAS_STATUS_NOT_SUPPORTED otherwise); epilogues DEFAULT, RELU, BIAS and
-// RELU_BIAS, the bias in the type cuBLASLt allows (bias_type_allowed: D's) and not null
+// integer sum, alpha acc + beta C wrapping as int32 does; the DEFAULT epilogue; and what
+// cuBLASLt's int8 (IMMA) kernels need on column-major layouts, as cublasLtMatmul's documentation
+// says: A transposed and B not, m and k multiples of 4, the leading dimensions of A, B and C
+// multiples of 4 and, by the alignment rule below with such leading dimensions, every pointer
+// 4-byte aligned; an H100's cuBLASLt 13.1 refused the small golden's int8 GEMMs, of 54 outputs
+// or 18 inputs, at the heuristic on 2026-11-25) (CUBLAS_STATUS_NOT_SUPPORTED otherwise);
+// epilogues DEFAULT, RELU, BIAS and RELU_BIAS, the bias in the type cuBLASLt allows
+// (bias_type_allowed: D's) and not null
 // (INVALID_VALUE). An algorithm from the
 // heuristic assumes what the preference promised and the layouts allow: each of A, B, C and D
 // aligned to the largest power of two up to 16 bytes that divides both the preference's minimum
@@ -370,7 +374,8 @@ cublasStatus_t describe(const tarnn_emu_matmul_desc *op, const tarnn_emu_layout 
   if (!supported_types(op->compute, op->scale, A->type, B->type, C->type, D->type))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   if (op->compute == CUBLAS_COMPUTE_32I &&
-      (!p.ta || p.tb || op->epilogue != CUBLASLT_EPILOGUE_DEFAULT))
+      (!p.ta || p.tb || op->epilogue != CUBLASLT_EPILOGUE_DEFAULT || p.m % 4 || p.k % 4 ||
+       A->ld % 4 || B->ld % 4 || C->ld % 4))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   switch (op->epilogue) {
   case CUBLASLT_EPILOGUE_DEFAULT:
