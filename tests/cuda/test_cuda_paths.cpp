@@ -44,12 +44,33 @@ std::vector<FeatureMap> other_maps() {
           feature_map_of(FeatureMapKind::GeneralizedRandom, 9, 1.0, FeatureMapKind::EluPlusOne)};
 }
 
+// What expect_as_the_cpu holds the GPU to: SPEC's tolerances unless said otherwise. Where an ulp is
+// amplified (int8: PrecisionInt8.AnUlpOfNoiseMovesSampledPixelsNotScores in test_precision.cpp),
+// the sampled and completed pixels are printed, not held (min_same 0), each image's bits/dim held
+// to `worst`, their mean to `mean`, and the CPU's mean bits/dim of the GPU's samples to within
+// `quality` of the CPU's own (where >= 0): the images as good, not the same.
+struct Bar {
+  double min_same = 0.999, worst = 1e-4, mean = 1e-4, quality = -1;
+};
+
+// The CPU's mean bits/dim of `gpu`'s images less of `cpu`'s.
+double quality_gap(const On &cpu, const Model &m, int n, const std::vector<uint8_t> &cpu_images,
+                   const std::vector<uint8_t> &gpu_images, int positions) {
+  const Outcome a = run_on(cpu, m, n, 0, cpu_images.data(), nullptr, 0, positions);
+  const Outcome b = run_on(cpu, m, n, 0, gpu_images.data(), nullptr, 0, positions);
+  double gap = 0;
+  for (int r = 0; r < n; ++r)
+    gap += (bpd(b.log_prob[size_t(r)], m.config) - bpd(a.log_prob[size_t(r)], m.config)) / n;
+  return gap;
+}
+
 // One model on both backends with the same options but the device: sampled, scored (teacher
-// forced over every position) and completed (the top half known); images within 99.9%, bits/dim
-// within 1e-4, the known bytes kept. `sampled`, where given, gets the images sampled on the CPU.
+// forced over every position) and completed (the top half known); images within `bar`'s fraction,
+// bits/dim within its bounds, the known bytes kept. `sampled`, where given, gets the images sampled
+// on the CPU.
 void expect_as_the_cpu(const Model &m, StateFormat state, int positions, int n,
                        const std::string &label, Precision precision = Precision::Fp32,
-                       double min_same = 0.999, std::vector<uint8_t> *sampled = nullptr) {
+                       const Bar &bar = Bar(), std::vector<uint8_t> *sampled = nullptr) {
   SCOPED_TRACE(label);
   const Config &c = m.config;
   const On cpu = on(Device::Cpu, n, true, precision, state),
@@ -57,18 +78,25 @@ void expect_as_the_cpu(const Model &m, StateFormat state, int positions, int n,
   const Outcome sampled_cpu = run_on(cpu, m, n, 21, nullptr, nullptr, 0, positions);
   const Outcome sampled_gpu = run_on(gpu, m, n, 21, nullptr, nullptr, 0, positions);
   const double same = identical_fraction(sampled_cpu.images, sampled_gpu.images);
-  EXPECT_GE(same, min_same) << "sampled";
+  EXPECT_GE(same, bar.min_same) << "sampled";
   const std::vector<uint8_t> &images = sampled_cpu.images;
   if (sampled)
     *sampled = images;
   const Outcome scored_cpu = run_on(cpu, m, n, 0, images.data(), nullptr, 0, positions);
   const Outcome scored_gpu = run_on(gpu, m, n, 0, images.data(), nullptr, 0, positions);
   EXPECT_EQ(scored_gpu.images, images);
-  double worst = 0;
-  for (int r = 0; r < n; ++r)
-    worst = std::max(worst, std::fabs(bpd(scored_gpu.log_prob[size_t(r)], c) -
-                                      bpd(scored_cpu.log_prob[size_t(r)], c)));
-  EXPECT_LE(worst, 1e-4) << "scored";
+  double worst = 0, mean = 0;
+  for (int r = 0; r < n; ++r) {
+    const double d =
+        bpd(scored_gpu.log_prob[size_t(r)], c) - bpd(scored_cpu.log_prob[size_t(r)], c);
+    worst = std::max(worst, std::fabs(d));
+    mean += d / n;
+  }
+  EXPECT_LE(worst, bar.worst) << "scored";
+  EXPECT_LE(std::fabs(mean), bar.mean) << "scored, the mean";
+  const double gap =
+      bar.quality < 0 ? 0 : quality_gap(cpu, m, n, images, sampled_gpu.images, positions);
+  EXPECT_LE(std::fabs(gap), std::max(bar.quality, 0.0)) << "the GPU's samples, scored on the CPU";
   const std::vector<uint8_t> known = top_halves(c, n);
   const Outcome done_cpu = run_on(cpu, m, n, 5, images.data(), known.data(), 0, positions);
   const Outcome done_gpu = run_on(gpu, m, n, 5, images.data(), known.data(), 0, positions);
@@ -77,9 +105,11 @@ void expect_as_the_cpu(const Model &m, StateFormat state, int positions, int n,
     if (known[i] && ran[i]) {
       ASSERT_EQ(done_gpu.images[i], images[i]) << "completed: known byte " << i;
     }
-  EXPECT_GE(identical_fraction(done_cpu.images, done_gpu.images), min_same) << "completed";
-  std::printf("%s: %.5f of sampled pixels as the CPU's, bits/dim within %.2g\n", label.c_str(),
-              same, worst);
+  const double completed = identical_fraction(done_cpu.images, done_gpu.images);
+  EXPECT_GE(completed, bar.min_same) << "completed";
+  std::printf("%s: %.5f of sampled pixels as the CPU's (completed %.5f), bits/dim within %.2g "
+              "(mean %+.2g), the GPU's samples %+.2g\n",
+              label.c_str(), same, completed, worst, mean, gap);
 }
 
 } // namespace
@@ -102,19 +132,29 @@ TEST(CudaFp16State, SampleScoreCompleteAsTheCpuBackendsFp16) {
 // --precision int8 (cuBLASLt's int8 GEMMs, kernels/int8_rows.h around them; written without a
 // GPU at hand): the small golden (GELU) with the fp32 state and the MNIST size (ReLU) with the
 // fp16 state, sampled, scored and completed as the CPU backend's int8, and not as the GPU's fp32.
-// The integer sums are exact, but the fp32 kernels between them (attention, LayerNorm, the head's
-// GEMM) are within SPEC's tolerance of the CPU's, not its bits, and a rounding to int8 turns an
-// ulp there into a step now and then: the emulated device's MNIST-size bits/dim 1.3e-6 from the
-// CPU's where fp32's are 5e-8, and a draw that flips takes an image its own way (0.934 of the
-// sampled pixels of 8 images). So the MNIST size's images are held to 0.9, not 0.999; the
-// CUDA twin (test_cuda_plan: CudaTwins.PlanInInt8AsTheCpuBackend) is the CPU's to the bit.
+// The integer sums are exact, but the fp32 kernels between them (attention, LayerNorm, GELU's
+// erff) are the CPU's within an ulp, not its bits, and a row's rounding to int8 turns an ulp into
+// a whole step now and then; a draw that flips takes its image its own way. So at the MNIST size
+// the sampled pixels are a chaotic measure, not a parity one: the H100 (2026-11-25) kept 0.54656
+// of them, the emulated device 0.934, and an ulp of noise on the CPU alone keeps 0.52
+// (test_precision: PrecisionInt8.AnUlpOfNoiseMovesSampledPixelsNotScores, whose figures set these
+// bars). What holds is what users rely on: the teacher-forced bits/dim (the H100's within 9.3e-5 of
+// the CPU's, an ulp's noise's within 1.5e-4: 1e-3 each image, 1e-4 the mean), the GPU's samples as
+// good (the CPU's mean bits/dim of them within 0.15 of its own samples': an ulp's noise moved it up
+// to 0.056), and the known bytes of a completion. The small golden keeps every pixel (1.0 on the
+// H100): 0.999 there. The CUDA twin (test_cuda_plan: CudaTwins.PlanInInt8AsTheCpuBackend) is the
+// CPU's to the bit.
 TEST(CudaInt8, SampleScoreCompleteAsTheCpuBackendsInt8) {
   REQUIRE_CUDA_DEVICE();
   const Model small = load_model(small_golden());
   expect_as_the_cpu(small, StateFormat::Fp32, -1, 6, "small golden, int8, fp32 state",
                     Precision::Int8);
+  Bar amplified;
+  amplified.min_same = 0;
+  amplified.worst = 1e-3;
+  amplified.quality = 0.15;
   expect_as_the_cpu(mnist(), StateFormat::Fp16, mnist_positions(), mnist_images(8, 3),
-                    "MNIST size, int8, fp16 state", Precision::Int8, 0.9);
+                    "MNIST size, int8, fp16 state", Precision::Int8, amplified);
   const ImageSet in = read_images(small_golden() + "/inputs-idx-ubyte", small.config);
   EXPECT_NE(run_on(on(Device::Cuda, 0, true, Precision::Int8), small, in.count, 0, in.bytes.data())
                 .log_prob,
@@ -132,7 +172,7 @@ TEST(CudaFeatureMaps, EveryMapOverAFullRolloutAsTheCpuBackend) {
     for (StateFormat state : {StateFormat::Fp32, StateFormat::Fp16}) {
       std::vector<uint8_t> images;
       expect_as_the_cpu(m, state, -1, 5, kind + ", " + name(state) + " state", Precision::Fp32,
-                        0.999, &images);
+                        Bar(), &images);
       // the reference itself: scored on every core as on one (a CPU prefill's team with more
       // threads than slices moved it by up to 0.02 bits/dim on the lent H100's 16 cores)
       On cpu = on(Device::Cpu, 5, true, Precision::Fp32, state), cpu_one = cpu;
