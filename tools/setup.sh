@@ -61,8 +61,9 @@ phase "the release tests"
 # from them and are left to the release pass, as are the README's commands, which the cli suites
 # cover: under ASan they took 11 of CI's 20 minutes; and the browser test, whose page is
 # JavaScript: the API and load tests run the instrumented server; the check of the CMake option
-# helper, which compiles nothing, and of the docs' figures, Python; the GPU runbook's dry run, plan
-# and weights' way home, shell and Python; the trainer's modes, PyTorch; the state format's
+# helper, which compiles nothing, of the docs' figures and of Python's function lengths, Python;
+# the GPU runbook's dry run, plan and weights' way home, shell and Python; the trainer's modes,
+# PyTorch; the state format's
 # comparison with the PyTorch reference, whose C++ test_state runs instrumented). The goldens made
 # with torch are the release pass's (-FS: not made again). Its CUDA backend is the emulated
 # device's (docs/CUDA.md): the same kernels and backend on the CPU, so the GPU suite runs here,
@@ -73,5 +74,5 @@ cmake --build build-sanitize -j"$jobs"
 phase "the sanitizer build"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-sanitize --output-on-failure -j"$jobs" -FS '^golden_(mnist|maps)' \
-  -E '^(reference|training|train_modes|install|readme|serve_browser|cmake_option|figures|lease_.*|state_reference|make_golden_.*)$'
+  -E '^(reference|training|train_modes|install|readme|serve_browser|cmake_option|figures|functions|lease_.*|state_reference|make_golden_.*)$'
 phase "the sanitizer tests"
