@@ -22,7 +22,8 @@ packages=(cmake g++ make nlohmann-json3-dev libstb-dev libcli11-dev libgtest-dev
           libcpp-httplib-dev)
 [ "$job" = test ] && packages+=(python3-torch libopenblas0-pthread python3-numpy python3-matplotlib clang libclang-rt-14-dev
                                 pybind11-dev python3-dev python3-pytest parallel slurm-wlm munge
-                                python3-pil chromium python3-pip python3-setuptools)
+                                python3-pil chromium python3-pip python3-setuptools
+                                universal-ctags) # ctags: tools/check_functions.py's C++
 # tarnn serve's browser test: node and npm (from Debian where the machine has none of its own)
 [ "$job" = test ] && ! command -v npm >/dev/null && packages+=(nodejs npm)
 missing=()
@@ -61,7 +62,7 @@ phase "the release tests"
 # from them and are left to the release pass, as are the README's commands, which the cli suites
 # cover: under ASan they took 11 of CI's 20 minutes; and the browser test, whose page is
 # JavaScript: the API and load tests run the instrumented server; the check of the CMake option
-# helper, which compiles nothing, of the docs' figures and of Python's function lengths, Python;
+# helper, which compiles nothing, of the docs' figures and of the functions' lengths, Python;
 # the GPU runbook's dry run, plan and weights' way home, shell and Python; the trainer's modes,
 # PyTorch; the state format's
 # comparison with the PyTorch reference, whose C++ test_state runs instrumented). The goldens made
