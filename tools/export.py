@@ -444,33 +444,48 @@ def install(staged, out):
     shutil.rmtree(staged)
 
 
-def main(args):
+def verify_count(args):
+    """How many images --verify scores (16 by default when --data is given), and --out checked."""
     n_verify = args.verify if args.verify is not None else (16 if args.data else 0)
     if n_verify < 0:
         fail(f"--verify {n_verify}: a number of images, 0 or more")
     out = os.path.normpath(args.out)
     if os.path.exists(out) and not os.path.isdir(out):
         fail(f"--out {args.out}: exists and is not a folder")
-    tarnn = find_tarnn(args.tarnn) if n_verify else None
+    return n_verify, out
 
+
+def load_weights(args):
+    """The checkpoint's weights (its average with --ema), its config or None, and the whole."""
     state, cfg, ckpt = load_checkpoint(args.checkpoint, args.trust_pickle)
     if args.ema:
         if "ema_state" not in ckpt:
             fail(f"{args.checkpoint}: --ema, but the checkpoint holds no averaged weights")
         state = ckpt["ema_state"]
+    return state, cfg, ckpt
+
+
+def given_config(args):
+    """The config of a checkpoint that holds none: --config mnist or a config.json."""
+    if not args.config:
+        fail(f"{args.checkpoint} holds no config: give --config mnist (or a config.json)")
+    if args.config == "mnist":  # the paper's sizes; how it attends, the flags say
+        return {k: v for k, v in tm.MNIST_CONFIG.items() if k != "attention"}
+    try:
+        with open(args.config) as f:
+            cfg = json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"--config {args.config}: {e}")
+    if not isinstance(cfg, dict):
+        fail(f"--config {args.config}: not a JSON object")
+    return cfg
+
+
+def resolve_config(args, cfg, state):
+    """The model's config: the checkpoint's (or the given one), the size flags over it, its
+    attention and feature map resolved and the whole checked; and what was assumed, if anything."""
     if cfg is None:
-        if not args.config:
-            fail(f"{args.checkpoint} holds no config: give --config mnist (or a config.json)")
-        if args.config == "mnist":  # the paper's sizes; how it attends, the flags say
-            cfg = {k: v for k, v in tm.MNIST_CONFIG.items() if k != "attention"}
-        else:
-            try:
-                with open(args.config) as f:
-                    cfg = json.load(f)
-            except (OSError, ValueError) as e:
-                fail(f"--config {args.config}: {e}")
-            if not isinstance(cfg, dict):
-                fail(f"--config {args.config}: not a JSON object")
+        cfg = given_config(args)
     cfg = {k: v for k, v in cfg.items() if k not in tm.FILE_KEYS}
     for key in tm.MNIST_CONFIG:
         if key != "attention" and getattr(args, key) is not None:
@@ -480,24 +495,41 @@ def main(args):
         tm.check_config(cfg)
     except ValueError as e:
         fail(f"{args.config or args.checkpoint}: {e}")
+    return cfg, assumed
 
+
+def check_weights(state, cfg, assumed):
+    """Every tensor the config needs, of its shape, none other, and every value finite."""
     check_omega(state, cfg, assumed)
     check_state(state, cfg)
     for key, tensor in state.items():
         if not torch.isfinite(tensor.float()).all():
             fail(f"tensor {key} holds a non-finite value (NaN or infinity): the engine refuses it")
-    images = None
-    if n_verify:
-        if args.data:
-            images = read_data(args.data, cfg)[:n_verify]
-        else:
-            from random_model import golden_images
-            images = golden_images(cfg, n_verify, 0)
+
+
+def verify_images(args, cfg, n_verify):
+    """The images --verify scores: the first of --data, else synthetic ones; None without it."""
+    if not n_verify:
+        return None
+    if args.data:
+        return read_data(args.data, cfg)[:n_verify]
+    from random_model import golden_images
+    return golden_images(cfg, n_verify, 0)
+
+
+def torch_model(cfg, state):
+    """The PyTorch reference holding the weights (a 2-D positional table given its batch axis)."""
     model = tm.ImageTransformer(cfg)
     state = dict(state)
     if state["pos_embedding.pe"].dim() == 2:
         state["pos_embedding.pe"] = state["pos_embedding.pe"][None]
     model.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
+    return model
+
+
+def export_meta(args, ckpt, assumed):
+    """The safetensors metadata: the source file, its step and images seen, the average, what
+    was assumed."""
     meta = {"source": os.path.basename(args.checkpoint)}
     for key in ("step", "images_seen"):
         if key in ckpt:
@@ -506,9 +538,13 @@ def main(args):
         meta["weights"] = f"exponential moving average, decay {ckpt.get('ema_decay')}"
     if assumed:
         meta["assumed"] = f"{assumed}: the checkpoint does not say (tools/export.py)"
+    return meta
 
-    # Written beside --out under a temporary name, verified there, then renamed: a refused or
-    # interrupted export leaves no folder that looks like a good one.
+
+def write_verified(args, out, model, meta, images, tarnn):
+    """Writes the folder beside --out under a temporary name, verifies it there (images not
+    None), then renames it: a refused or interrupted export leaves no folder that looks like a
+    good one. Returns what the verification found, for the last line."""
     parent = os.path.dirname(os.path.abspath(out))
     try:
         os.makedirs(parent, exist_ok=True)
@@ -521,7 +557,7 @@ def main(args):
         except OSError as e:
             fail(f"--out {args.out}: cannot write: {e.strerror}")
         checked = ""
-        if n_verify:
+        if images is not None:
             with tempfile.TemporaryDirectory(dir=parent, prefix=".export-verify.") as scratch:
                 worst, mean = verify(model, staged, out, images, tarnn, args.dtype, scratch)
             checked = (f"; verified on {len(images)} image{'s' if len(images) != 1 else ''}: "
@@ -532,9 +568,20 @@ def main(args):
             fail(f"--out {args.out}: cannot write: {e.strerror}")
     finally:
         shutil.rmtree(staged, ignore_errors=True)
+    return checked
+
+
+def main(args):
+    n_verify, out = verify_count(args)
+    tarnn = find_tarnn(args.tarnn) if n_verify else None
+    state, cfg, ckpt = load_weights(args)
+    cfg, assumed = resolve_config(args, cfg, state)
+    check_weights(state, cfg, assumed)
+    images = verify_images(args, cfg, n_verify)
+    model = torch_model(cfg, state)
+    checked = write_verified(args, out, model, export_meta(args, ckpt, assumed), images, tarnn)
     print(f"exported {args.checkpoint} -> {args.out} ({tm.param_count(cfg)} parameters, "
           f"{args.dtype}){checked}")
-
 
 if __name__ == "__main__":
     main(ARGS)

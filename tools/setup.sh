@@ -22,7 +22,8 @@ packages=(cmake g++ make nlohmann-json3-dev libstb-dev libcli11-dev libgtest-dev
           libcpp-httplib-dev)
 [ "$job" = test ] && packages+=(python3-torch libopenblas0-pthread python3-numpy python3-matplotlib clang libclang-rt-14-dev
                                 pybind11-dev python3-dev python3-pytest parallel slurm-wlm munge
-                                python3-pil chromium python3-pip python3-setuptools)
+                                python3-pil chromium python3-pip python3-setuptools
+                                universal-ctags) # ctags: tools/check_functions.py's C++
 # tarnn serve's browser test: node and npm (from Debian where the machine has none of its own)
 [ "$job" = test ] && ! command -v npm >/dev/null && packages+=(nodejs npm)
 missing=()
@@ -61,8 +62,9 @@ phase "the release tests"
 # from them and are left to the release pass, as are the README's commands, which the cli suites
 # cover: under ASan they took 11 of CI's 20 minutes; and the browser test, whose page is
 # JavaScript: the API and load tests run the instrumented server; the check of the CMake option
-# helper, which compiles nothing, and of the docs' figures, Python; the GPU runbook's dry run, plan
-# and weights' way home, shell and Python; the trainer's modes, PyTorch; the state format's
+# helper, which compiles nothing, of the docs' figures and of the functions' lengths, Python;
+# the GPU runbook's dry run, plan and weights' way home, shell and Python; the trainer's modes,
+# PyTorch; the state format's
 # comparison with the PyTorch reference, whose C++ test_state runs instrumented). The goldens made
 # with torch are the release pass's (-FS: not made again). Its CUDA backend is the emulated
 # device's (docs/CUDA.md): the same kernels and backend on the CPU, so the GPU suite runs here,
@@ -73,5 +75,5 @@ cmake --build build-sanitize -j"$jobs"
 phase "the sanitizer build"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-sanitize --output-on-failure -j"$jobs" -FS '^golden_(mnist|maps)' \
-  -E '^(reference|training|train_modes|install|readme|serve_browser|cmake_option|figures|lease_.*|state_reference|make_golden_.*)$'
+  -E '^(reference|training|train_modes|install|readme|serve_browser|cmake_option|figures|functions|lease_.*|state_reference|make_golden_.*)$'
 phase "the sanitizer tests"

@@ -35,14 +35,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_config import MNIST_CONFIG  # noqa: E402  (plain data: the flags, without torch)
 
 
-def parse_args():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+def files_args(ap):
+    """The images, the checkpoint, and a new model's sizes."""
     ap.add_argument("--train", help="training images (IDX)")
     ap.add_argument("--heldout", help="held-out images (IDX)")
     ap.add_argument("--ckpt", required=True, help="checkpoint file (resumed when it exists)")
     for key, val in MNIST_CONFIG.items():
         ap.add_argument("--" + key.replace("_", "-"), type=type(val), default=val,
                         help=f"model {key} (default {val}; ignored when resuming)")
+
+
+def rate_args(ap):
+    """The batch and the learning rate: its value, the head's multiple, its warm-up."""
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=3e-4,
                     help="Adam learning rate (the paper's is 1e-4 at batch 10; here, batch 16, the "
@@ -57,6 +61,10 @@ def parse_args():
                          "larger batch; 0: as given). Not for continuing a trained model: 64 to "
                          "512 made 1.5e-4 4.24e-4 and 200 warm-up steps 25, and the lease of "
                          "2026-11-25 made models/mnist worse (docs/CUDA.md, On a lent GPU)")
+
+
+def compile_args(ap):
+    """A lease's: torch.compile under its watchdog, and the measured rate."""
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the model where this torch has it (2.x; 1.13 runs "
                          "without, saying so)")
@@ -68,6 +76,10 @@ def parse_args():
                     help="measure images/s over the first S seconds of training after compiling "
                          "(evals and checkpoints left out), print it and write --rate-file")
     ap.add_argument("--rate-file", metavar="JSON", help="where --rate-seconds writes its figure")
+
+
+def schedule_args(ap):
+    """The gradient's clip, how long the run goes, and the rate's decay."""
     ap.add_argument("--clip", type=float, default=1.0, help="gradient norm clip")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: never)")
     ap.add_argument("--minutes", type=float, default=0.0,
@@ -84,6 +96,10 @@ def parse_args():
     ap.add_argument("--time-decay", type=float, default=0.0, metavar="FRACTION",
                     help="with --minutes: cosine decay to --lr-final over this last fraction of "
                          "the time")
+
+
+def run_args(ap):
+    """Checkpoints, evals, threads, numerics, the seed."""
     ap.add_argument("--ckpt-minutes", type=float, default=5.0)
     ap.add_argument("--eval-every", type=int, default=200, help="steps between held-out evals")
     ap.add_argument("--eval-images", type=int, default=200, help="held-out images per eval")
@@ -93,6 +109,10 @@ def parse_args():
                     help="linear attention in blocks of this many positions (0: the plain masked "
                          "form; same function, about 1.8x slower on a CPU)")
     ap.add_argument("--seed", type=int, default=0)
+
+
+def average_args(ap):
+    """The weights' moving average."""
     ap.add_argument("--ema", type=float, default=0.0, metavar="DECAY",
                     help="also keep an exponential moving average of the weights (e.g. 0.995), "
                          "saved as the checkpoint's 'ema_state' and evaluated at each eval")
@@ -103,6 +123,10 @@ def parse_args():
                          "last ones: models/mnist/MODEL_CARD.md)")
     ap.add_argument("--use-ema", action="store_true",
                     help="--eval-only: evaluate the checkpoint's averaged weights")
+
+
+def start_args(ap):
+    """Where the weights come from: an exported folder, an evaluation only, an old pickle."""
     ap.add_argument("--init-from", metavar="MODEL_DIR",
                     help="start from an exported model folder's weights when --ckpt does not "
                          "exist yet (e.g. continue training models/mnist on another machine)")
@@ -111,6 +135,13 @@ def parse_args():
     ap.add_argument("--trust-pickle", action="store_true",
                     help="load a checkpoint that is a full pickle (one written before 2026-11-22): "
                          "it can run code, so only a file you made or trust")
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    for add in (files_args, rate_args, compile_args, schedule_args, run_args, average_args,
+                start_args):
+        add(ap)
     return ap.parse_args()
 
 
@@ -349,25 +380,26 @@ def update_average(ema, model, decay, restart):
         torch._foreach_add_(es, ps, alpha=1.0 - decay)
 
 
-def main(args):
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    tm.Attention.chunk = args.chunk
-    torch.manual_seed(args.seed)
+def resumable(args):
+    """The checkpoint at --ckpt with its JSON's floats back in place, or None where there is none."""
+    if not os.path.exists(args.ckpt):
+        return None
+    try:
+        state = tm.load_pt(args.ckpt, args.trust_pickle)
+    except (OSError, PermissionError) as e:
+        sys.exit(f"train: {e}")
+    if "meta" in state:  # floats live in JSON, so the file loads weights-only
+        meta = json.loads(state["meta"])
+        state.update(history=meta["history"], ema_decay=meta.get("ema_decay"),
+                     ema_since=meta.get("ema_since", 0),
+                     optimizer={"state": state["optimizer_state"],
+                                "param_groups": meta["optimizer_groups"]})
+    return state
 
-    state = None
-    if os.path.exists(args.ckpt):
-        try:
-            state = tm.load_pt(args.ckpt, args.trust_pickle)
-        except (OSError, PermissionError) as e:
-            sys.exit(f"train: {e}")
-        if "meta" in state:  # floats live in JSON, so the file loads weights-only
-            meta = json.loads(state["meta"])
-            state.update(history=meta["history"], ema_decay=meta.get("ema_decay"),
-                         ema_since=meta.get("ema_since", 0),
-                         optimizer={"state": state["optimizer_state"],
-                                    "param_groups": meta["optimizer_groups"]})
+
+def starting_model(args, state):
+    """The weights a run starts from, and their config: the checkpoint's, an exported folder's
+    (--init-from), or new ones of the flags' sizes."""
     if state:
         cfg = state["config"]
         model = tm.ImageTransformer(cfg)
@@ -379,19 +411,24 @@ def main(args):
     else:
         cfg = {k: getattr(args, k) for k in tm.MNIST_CONFIG}
         model = tm.ImageTransformer(cfg)
-    model = model.to(device)
+    return model, cfg
 
-    if args.eval_only:
-        if not state or not args.heldout:
-            sys.exit("train: --eval-only needs an existing --ckpt and --heldout")
-        if args.use_ema:
-            if "ema_state" not in state:
-                sys.exit("train: --use-ema: the checkpoint has no averaged weights")
-            model.load_state_dict(state["ema_state"])
-        images = load_images(args.heldout, cfg)
-        print(f"heldout bits/dim {evaluate(model, images, device, args.batch, False):.6f} "
-              f"(fp32, {len(images)} images, step {state['step']})")
-        return
+
+def eval_only(args, state, model, cfg, device):
+    """--eval-only: the checkpoint's (or with --use-ema its average's) fp32 held-out bits/dim."""
+    if not state or not args.heldout:
+        sys.exit("train: --eval-only needs an existing --ckpt and --heldout")
+    if args.use_ema:
+        if "ema_state" not in state:
+            sys.exit("train: --use-ema: the checkpoint has no averaged weights")
+        model.load_state_dict(state["ema_state"])
+    images = load_images(args.heldout, cfg)
+    print(f"heldout bits/dim {evaluate(model, images, device, args.batch, False):.6f} "
+          f"(fp32, {len(images)} images, step {state['step']})")
+
+
+def check_run(args, state):
+    """A training run's files given; --ref-batch's rate and warm-up; a fresh optimizer said."""
     if not args.train or not args.heldout:
         sys.exit("train: --train and --heldout are required")
     if args.ref_batch > 0: # the same rate per image seen, the same warm-up in images
@@ -404,165 +441,255 @@ def main(args):
               f"{args.lr:.3g} over {args.warmup} steps ({args.warmup * args.batch} images)",
               flush=True)
 
-    # the training images on the device once, as bytes (55,000 MNIST digits: 43 MB)
-    train = load_images(args.train, cfg).to(torch.uint8).to(device)
-    heldout = load_images(args.heldout, cfg)
-    # evenly spaced, so every digit counts (the held-out file is sorted by label)
-    heldout = heldout[torch.linspace(0, len(heldout) - 1, min(args.eval_images, len(heldout))).long()]
-    # The head's outputs (mixture means and log scales) must travel far, to -7 and +-1: Adam moves
-    # each parameter about lr per step, so the head may take a larger rate. (A larger rate for the
-    # byte-value table, whose N(0, 1) rows stay unrelated at 1e-4, made no difference over 120
-    # steps at 30x: its gradients are small and point nowhere in particular yet.)
-    head = [p for n, p in model.named_parameters() if n.startswith("predictor.")]
-    body = [p for n, p in model.named_parameters() if not n.startswith("predictor.")]
-    mults = (1.0, args.head_lr_mult)
-    groups = [{"params": ps, "lr_mult": m} for ps, m in zip((body, head), mults)]
-    try:  # one fused kernel for every parameter on a GPU (torch 2.x), else the loop over them
-        opt = torch.optim.AdamW(groups, lr=args.lr, weight_decay=0.0, fused=device.type == "cuda")
-    except (TypeError, RuntimeError):
-        opt = torch.optim.AdamW(groups, lr=args.lr, weight_decay=0.0)
-    step, seen, history, ease = 0, 0, [], None
-    if state:
-        saved = state["optimizer"]
-        if len(saved["param_groups"]) != len(opt.param_groups):  # grouped otherwise: re-split
-            # (the groups follow named_parameters order, so the concatenated ids line up)
-            ids = [i for g in saved["param_groups"] for i in g["params"]]
-            sizes = [len(g["params"]) for g in opt.param_groups]
-            g0, cut = saved["param_groups"][0], np.cumsum([0] + sizes)
-            saved["param_groups"] = [dict(g0, params=ids[a:b]) for a, b in zip(cut[:-1], cut[1:])]
-        opt.load_state_dict(saved)
-        step, seen, history = state["step"], state["images_seen"], state["history"]
-        print(f"resumed {args.ckpt} at step {step}, {seen} images seen", flush=True)
-        last = saved["param_groups"][0]["lr"]  # the body's rate at the checkpoint's last step
-        if step and abs(learning_rate(args, step - 1) - last) > 0.01 * last:  # flags changed it
-            ease = (step, last)
-            print(f"easing the learning rate from {last:.3g} to {learning_rate(args, step):.3g} "
-                  f"over {args.warmup} steps", flush=True)
-    for group, mult in zip(opt.param_groups, mults):
-        group["lr_mult"] = mult  # the flags win over a resumed checkpoint's values
 
-    # Polyak averaging: with batch 16 the weights wander; their average evaluates better.
-    ema, ema_since = None, (state or {}).get("ema_since", 0)  # the step the average began at
-    if args.ema > 0:
-        ema = tm.ImageTransformer(cfg).to(device).eval()
-        ema.load_state_dict(state["ema_state"] if state and "ema_state" in state
-                            else model.state_dict())
-        for p in ema.parameters():
-            p.requires_grad_(False)
+class Training:
+    """A training run: the model, its optimizer, its average, the data's order and the clock,
+    stepped until --max-steps, --minutes or a signal, checkpointed every --ckpt-minutes and at the
+    end. Each step of the set-up below in the order it ran when this was one function: the
+    average's model is made after the optimizer (the same random numbers drawn), and the
+    compile's message comes after the signals are caught."""
 
-    stop = {"now": False}
+    def __init__(self, args, state, model, cfg, device):
+        self.args, self.state, self.model, self.cfg, self.device = args, state, model, cfg, device
+        self.load_data()
+        self.make_optimizer()
+        self.resume()
+        self.make_average()
+        self.stop = False
+        signal.signal(signal.SIGINT, self.on_signal)
+        signal.signal(signal.SIGTERM, self.on_signal)
+        os.makedirs(os.path.dirname(os.path.abspath(args.ckpt)), exist_ok=True)
+        self.use_bf16 = not args.fp32
+        self.guard = CompileGuard(compiled(model) if args.compile else model, model,
+                                  args.compile_timeout)
+        self.measured = RateWindow(args.rate_seconds, args.rate_file, device, args.batch)
+        self.start_epoch()
+        self.start_clock()
 
-    def on_signal(signum, _frame):
+    def load_data(self):
+        # the training images on the device once, as bytes (55,000 MNIST digits: 43 MB)
+        self.train = load_images(self.args.train, self.cfg).to(torch.uint8).to(self.device)
+        heldout = load_images(self.args.heldout, self.cfg)
+        # evenly spaced, so every digit counts (the held-out file is sorted by label)
+        n = min(self.args.eval_images, len(heldout))
+        self.heldout = heldout[torch.linspace(0, len(heldout) - 1, n).long()]
+
+    def make_optimizer(self):
+        # The head's outputs (mixture means and log scales) must travel far, to -7 and +-1: Adam
+        # moves each parameter about lr per step, so the head may take a larger rate. (A larger
+        # rate for the byte-value table, whose N(0, 1) rows stay unrelated at 1e-4, made no
+        # difference over 120 steps at 30x: its gradients are small and point nowhere in
+        # particular yet.)
+        named = list(self.model.named_parameters())
+        head = [p for n, p in named if n.startswith("predictor.")]
+        body = [p for n, p in named if not n.startswith("predictor.")]
+        self.mults = (1.0, self.args.head_lr_mult)
+        groups = [{"params": ps, "lr_mult": m} for ps, m in zip((body, head), self.mults)]
+        lr = self.args.lr
+        try:  # one fused kernel for every parameter on a GPU (torch 2.x), else the loop over them
+            self.opt = torch.optim.AdamW(groups, lr=lr, weight_decay=0.0,
+                                         fused=self.device.type == "cuda")
+        except (TypeError, RuntimeError):
+            self.opt = torch.optim.AdamW(groups, lr=lr, weight_decay=0.0)
+
+    def resume(self):
+        """Where the checkpoint stopped: the optimizer's moments, the step, the images seen and
+        the history; a rate that the flags changed is eased into. The flags' multipliers win
+        over the checkpoint's."""
+        args, state, opt = self.args, self.state, self.opt
+        self.step, self.seen, self.history, self.ease = 0, 0, [], None
+        if state:
+            saved = state["optimizer"]
+            if len(saved["param_groups"]) != len(opt.param_groups):  # grouped otherwise: re-split
+                # (the groups follow named_parameters order, so the concatenated ids line up)
+                ids = [i for g in saved["param_groups"] for i in g["params"]]
+                sizes = [len(g["params"]) for g in opt.param_groups]
+                g0, cut = saved["param_groups"][0], np.cumsum([0] + sizes)
+                saved["param_groups"] = [dict(g0, params=ids[a:b])
+                                         for a, b in zip(cut[:-1], cut[1:])]
+            opt.load_state_dict(saved)
+            self.step, self.seen = state["step"], state["images_seen"]
+            self.history = state["history"]
+            step = self.step
+            print(f"resumed {args.ckpt} at step {step}, {self.seen} images seen", flush=True)
+            last = saved["param_groups"][0]["lr"]  # the body's rate at the checkpoint's last step
+            if step and abs(learning_rate(args, step - 1) - last) > 0.01 * last:  # flags changed
+                self.ease = (step, last)
+                print(f"easing the learning rate from {last:.3g} to "
+                      f"{learning_rate(args, step):.3g} over {args.warmup} steps", flush=True)
+        for group, mult in zip(opt.param_groups, self.mults):
+            group["lr_mult"] = mult  # the flags win over a resumed checkpoint's values
+
+    def make_average(self):
+        # Polyak averaging: with batch 16 the weights wander; their average evaluates better.
+        state = self.state
+        self.ema = None
+        self.ema_since = (state or {}).get("ema_since", 0)  # the step the average began at
+        if self.args.ema > 0:
+            self.ema = tm.ImageTransformer(self.cfg).to(self.device).eval()
+            self.ema.load_state_dict(state["ema_state"] if state and "ema_state" in state
+                                     else self.model.state_dict())
+            for p in self.ema.parameters():
+                p.requires_grad_(False)
+
+    def on_signal(self, signum, _frame):
         print(f"signal {signum}: checkpointing and stopping", flush=True)
-        stop["now"] = True
+        self.stop = True
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    def start_epoch(self):
+        """The data's RNG and place in its epoch: the checkpoint's, so that a resumed run sees
+        the images it would have seen had it not stopped, or a fresh epoch's order."""
+        state = self.state
+        self.gen = torch.Generator().manual_seed(self.args.seed + self.step)
+        if state and "data_rng" in state and len(state["order"]) == len(self.train):
+            self.gen.set_state(state["data_rng"])
+            self.order, self.pos = state["order"].to(self.device), int(state["pos"])
+        else:  # a new run, an older checkpoint or other training data: a fresh epoch
+            self.order, self.pos = self.new_order(), 0
 
-    def save():
+    def new_order(self):
+        return torch.randperm(len(self.train), generator=self.gen).to(self.device)  # an epoch's
+
+    def start_clock(self):
+        args = self.args
+        self.started = self.last_save = self.t0 = time.time()
+        if args.end_at:  # the lease's deadline: the decay over --minutes ends at it
+            args.minutes = max((args.end_at - self.started) / 60, 1e-3)
+            print(f"training for {args.minutes:.2f} minutes, to {time.ctime(args.end_at)}"
+                  + (f", the rate decaying over the last {args.minutes * args.time_decay:.2f}"
+                     if args.time_decay > 0 else ""), flush=True)
+
+    def save(self):
         # Tensors, ints and strings only, the floats in a JSON string: torch's weights-only loader
         # reads it, so resuming or exporting never runs a pickle's code.
+        args, ema = self.args, self.ema
         tmp = args.ckpt + ".tmp"
-        saved = opt.state_dict()
-        meta = {"optimizer_groups": saved["param_groups"], "history": history,
-                "ema_decay": args.ema if ema else None, "ema_since": ema_since,
+        saved = self.opt.state_dict()
+        meta = {"optimizer_groups": saved["param_groups"], "history": self.history,
+                "ema_decay": args.ema if ema else None, "ema_since": self.ema_since,
                 "train_file": args.train,
                 "args": vars(args)}
-        torch.save({"format": "tarnn-checkpoint-2", "model_state": model.state_dict(),
+        torch.save({"format": "tarnn-checkpoint-2", "model_state": self.model.state_dict(),
                     "optimizer_state": saved["state"],
                     **({"ema_state": ema.state_dict()} if ema else {}),
-                    "config": cfg, "step": step, "images_seen": seen, "meta": json.dumps(meta),
+                    "config": self.cfg, "step": self.step, "images_seen": self.seen,
+                    "meta": json.dumps(meta),
                     # the data's RNG and place in its epoch: a resumed run sees the images it
                     # would have seen had it not stopped
-                    "data_rng": gen.get_state(), "order": order.cpu(), "pos": pos},
+                    "data_rng": self.gen.get_state(), "order": self.order.cpu(), "pos": self.pos},
                    tmp)
         os.replace(tmp, args.ckpt)
 
-    os.makedirs(os.path.dirname(os.path.abspath(args.ckpt)), exist_ok=True)
-    use_bf16 = not args.fp32
-    guard = CompileGuard(compiled(model) if args.compile else model, model, args.compile_timeout)
-    measured = RateWindow(args.rate_seconds, args.rate_file, device, args.batch)
+    def heldout_eval(self, step, seen, note=""):
+        args, device = self.args, self.device
+        bpd = evaluate(self.model, self.heldout, device, args.batch, self.use_bf16)
+        entry = {"step": step, "images_seen": seen, "heldout_bpd": bpd}
+        line = f"step {step} heldout bits/dim {bpd:.4f}"
+        if self.ema is not None and step:
+            entry["heldout_bpd_ema"] = evaluate(self.ema, self.heldout, device, args.batch,
+                                                self.use_bf16)
+            line += f", averaged weights {entry['heldout_bpd_ema']:.4f}"
+        self.history.append(entry)
+        print(f"{line} ({len(self.heldout)} images{note})", flush=True)
 
-    def forward_backward(forward, batch):  # all of a step that the guard may do twice
-        opt.zero_grad(set_to_none=True)
-        with autocast(device, use_bf16):
+    def run(self):
+        args = self.args
+        if self.step == 0:  # where a run starts from (models/mnist for a lease): what it must beat
+            self.heldout_eval(0, 0, ", the start")
+        # the train loss summed on the device: no sync a step
+        self.window, self.window_steps = torch.zeros((), device=self.device), 0
+        while not self.stop and (not args.max_steps or self.step < args.max_steps):
+            if args.minutes and time.time() - self.started > args.minutes * 60:
+                print(f"{args.minutes:g} minutes: checkpointing and stopping", flush=True)
+                break
+            self.report(self.train_step())
+            self.eval_and_save()
+        self.finish()
+
+    def forward_backward(self, forward, batch):  # all of a step that the guard may do twice
+        self.opt.zero_grad(set_to_none=True)
+        with autocast(self.device, self.use_bf16):
             loss = tm.bits_per_dim(forward, batch).mean()
         loss.backward()
         return loss
-    gen = torch.Generator().manual_seed(args.seed + step)
-    if state and "data_rng" in state and len(state["order"]) == len(train):
-        gen.set_state(state["data_rng"])
-        order, pos = state["order"].to(device), int(state["pos"])
-    else:  # a new run, an older checkpoint or other training data: a fresh epoch
-        order, pos = torch.randperm(len(train), generator=gen).to(device), 0  # an epoch's order
-    started = last_save = t0 = time.time()
-    if args.end_at:  # the lease's deadline: the decay over --minutes ends at it
-        args.minutes = max((args.end_at - started) / 60, 1e-3)
-        print(f"training for {args.minutes:.2f} minutes, to {time.ctime(args.end_at)}"
-              + (f", the rate decaying over the last {args.minutes * args.time_decay:.2f}"
-                 if args.time_decay > 0 else ""), flush=True)
 
-    def heldout_eval(step, seen, note=""):
-        bpd = evaluate(model, heldout, device, args.batch, use_bf16)
-        entry = {"step": step, "images_seen": seen, "heldout_bpd": bpd}
-        line = f"step {step} heldout bits/dim {bpd:.4f}"
-        if ema is not None and step:
-            entry["heldout_bpd_ema"] = evaluate(ema, heldout, device, args.batch, use_bf16)
-            line += f", averaged weights {entry['heldout_bpd_ema']:.4f}"
-        history.append(entry)
-        print(f"{line} ({len(heldout)} images{note})", flush=True)
+    def train_step(self):
+        """One step: the epoch's next batch, the scheduled rate, the forward and backward (under
+        the compile guard), the clipped update and the average's; returns the loss."""
+        args = self.args
+        if self.pos + args.batch > len(self.order):
+            self.order, self.pos = self.new_order(), 0
+        batch = self.train[self.order[self.pos:self.pos + args.batch]].long()
+        self.pos += args.batch
+        elapsed = (time.time() - self.started) / (args.minutes * 60) if args.minutes else 0.0
+        for group in self.opt.param_groups:
+            group["lr"] = learning_rate(args, self.step, self.ease, elapsed) * group["lr_mult"]
+        loss = self.guard.run(lambda forward: self.forward_backward(forward, batch), self.step)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.clip)
+        self.opt.step()
+        if self.ema is not None:
+            self.update_average(elapsed)
+        self.step += 1
+        self.seen += len(batch)
+        if not self.guard.watching():
+            self.measured.update(self.step, self.seen, self.guard.forward is not self.model)
+        return loss
 
-    if step == 0:  # where a run starts from (models/mnist for a lease): what it must beat
-        heldout_eval(0, 0, ", the start")
-    window, window_steps = torch.zeros((), device=device), 0  # summed on the device: no sync a step
-    while not stop["now"] and (not args.max_steps or step < args.max_steps):
-        if args.minutes and time.time() - started > args.minutes * 60:
-            print(f"{args.minutes:g} minutes: checkpointing and stopping", flush=True)
-            break
-        if pos + args.batch > len(order):
-            order, pos = torch.randperm(len(train), generator=gen).to(device), 0
-        batch = train[order[pos:pos + args.batch]].long()
-        pos += args.batch
-        elapsed = (time.time() - started) / (args.minutes * 60) if args.minutes else 0.0
-        for group in opt.param_groups:
-            group["lr"] = learning_rate(args, step, ease, elapsed) * group["lr_mult"]
-        loss = guard.run(lambda forward: forward_backward(forward, batch), step)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
-        opt.step()
-        if ema is not None:
-            restart = args.ema_from_decay and not ema_since and decaying(args, step, elapsed)
-            update_average(ema, model, args.ema, restart)
-            if restart:
-                ema_since = step + 1
-                print(f"step {step + 1}: the rate's decay has begun: the average starts again "
-                      f"from these weights (--ema-from-decay)", flush=True)
-        step += 1
-        seen += len(batch)
-        if not guard.watching():
-            measured.update(step, seen, guard.forward is not model)
-        window += loss.detach()
-        window_steps += 1
-        if step % 20 == 0:  # the one host sync of 20 steps
-            mean = (window / window_steps).item()
-            rate = 20 * args.batch / (time.time() - t0)
-            print(f"step {step} images {seen} train bits/dim {mean:.4f} "
-                  f"({rate:.1f} images/s, lr {opt.param_groups[0]['lr']:.3g})", flush=True)
-            t0, window, window_steps = time.time(), torch.zeros((), device=device), 0
-        eval_due = step % args.eval_every == 0
-        save_due = time.time() - last_save > args.ckpt_minutes * 60
-        with measured.pause(eval_due or save_due):  # evals and checkpoints are not training
+    def update_average(self, elapsed):
+        args, step = self.args, self.step
+        restart = args.ema_from_decay and not self.ema_since and decaying(args, step, elapsed)
+        update_average(self.ema, self.model, args.ema, restart)
+        if restart:
+            self.ema_since = step + 1
+            print(f"step {step + 1}: the rate's decay has begun: the average starts again "
+                  f"from these weights (--ema-from-decay)", flush=True)
+
+    def report(self, loss):
+        """Every 20 steps the mean train loss, the rate and the learning rate."""
+        self.window += loss.detach()
+        self.window_steps += 1
+        if self.step % 20 == 0:  # the one host sync of 20 steps
+            mean = (self.window / self.window_steps).item()
+            rate = 20 * self.args.batch / (time.time() - self.t0)
+            print(f"step {self.step} images {self.seen} train bits/dim {mean:.4f} "
+                  f"({rate:.1f} images/s, lr {self.opt.param_groups[0]['lr']:.3g})", flush=True)
+            self.t0, self.window = time.time(), torch.zeros((), device=self.device)
+            self.window_steps = 0
+
+    def eval_and_save(self):
+        eval_due = self.step % self.args.eval_every == 0
+        save_due = time.time() - self.last_save > self.args.ckpt_minutes * 60
+        with self.measured.pause(eval_due or save_due):  # evals and checkpoints are not training
             if eval_due:
-                heldout_eval(step, seen)
+                self.heldout_eval(self.step, self.seen)
             if save_due:
-                save()
-                last_save = time.time()
-    measured.update(step, seen, guard.forward is not model, final=True)
-    if step and (not history or history[-1]["step"] != step):
-        heldout_eval(step, seen)  # the weights as they are saved, beside the start's figure
-    say_which(history)
-    save()
-    print(f"saved {args.ckpt} at step {step}, {seen} images seen", flush=True)
+                self.save()
+                self.last_save = time.time()
 
+    def finish(self):
+        step, seen = self.step, self.seen
+        self.measured.update(step, seen, self.guard.forward is not self.model, final=True)
+        if step and (not self.history or self.history[-1]["step"] != step):
+            self.heldout_eval(step, seen)  # the weights as they are saved, beside the start's
+        say_which(self.history)
+        self.save()
+        print(f"saved {self.args.ckpt} at step {step}, {seen} images seen", flush=True)
+
+
+def main(args):
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    tm.Attention.chunk = args.chunk
+    torch.manual_seed(args.seed)
+    state = resumable(args)
+    model, cfg = starting_model(args, state)
+    model = model.to(device)
+    if args.eval_only:
+        eval_only(args, state, model, cfg, device)
+        return
+    check_run(args, state)
+    Training(args, state, model, cfg, device).run()
 
 def say_which(history):
     """The end's held-out figures beside the start's (the first eval of this checkpoint's run), and

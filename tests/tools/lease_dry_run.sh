@@ -7,13 +7,8 @@
 # batch, from lists that must be tarnn's own (precisions, state formats) and the reference's
 # (feature maps); the timed steps refuse to run beside a trainer.
 #   lease_dry_run.sh TARNN SOURCE_DIR
-set -u
 TARNN=$1 SRC=$2
-PY=${TARNN_PYTHON:-/usr/bin/python3}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+source "$SRC/tests/cli/cli_lib.sh" # PY, the scratch folder $work, bad and the count of failures
 cd "$SRC" || exit 1
 for c in 1 2 3; do
   DRY=1 OUT="$work/out$c" LEASE_DIR="$work/lease" PY="$PY" bash tools/gpu/lease.sh call $c >"$work/log$c" 2>&1 ||
@@ -169,4 +164,4 @@ grep -q "no $work/b6/tarnn: building again" "$work/log7" && [ -x "$work/b6/tarnn
   bad "no build again before the steps that need it: $(grep '^==' "$work/log7" | tail -3)"
 grep -E "^== .*build" "$work/log6" "$work/log7" | sed 's/^[^:]*://'
 [ $fail -eq 0 ] && echo "lease dry run: ok ($(wc -l <"$work/commands") commands checked)"
-exit $fail
+[ $fail -eq 0 ]

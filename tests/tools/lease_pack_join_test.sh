@@ -8,13 +8,8 @@
 # the averaged weights, and scores as the "device" did. Then in BF16 (one part), the last weights
 # where the trainer's log says to keep them, and a damaged part is refused with nothing written.
 # usage: lease_pack_join_test.sh TARNN SOURCE_DIR
-set -u
 TARNN=$1 SRC=$2
-PY=${TARNN_PYTHON:-/usr/bin/python3}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+source "$SRC/tests/cli/cli_lib.sh" # PY, the scratch folder $work, bad and the count of failures
 cd "$SRC" || exit 1
 mkdir -p "$work/lease"
 # the stand-in: train.py's checkpoint layout (tools/train.py save()), MNIST-size tensors; the
@@ -111,4 +106,4 @@ grep -q "weights.part-01: 1000 bytes, not the" "$work/join-bad.log" || bad "no c
 [ -e "$work/model-bad" ] && bad "a refused join left a folder"
 [ -n "$(find "$work" -maxdepth 1 -name '.model-bad*')" ] && bad "a refused join left its staging folder"
 [ $fail -eq 0 ] && echo "lease pack and join: ok"
-exit $fail
+[ $fail -eq 0 ]

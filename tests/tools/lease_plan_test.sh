@@ -5,12 +5,8 @@
 # breaks a limit (the size of a file, the count) and when what travels passes its limit. At run
 # time (DRY=1, on the estimates' clock) a step the call has no room for is skipped, said so.
 # usage: lease_plan_test.sh SOURCE_DIR
-set -u
-SRC=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+SRC=$1 TARNN=unused
+source "$SRC/tests/cli/cli_lib.sh" # the scratch folder $work, bad and the count of failures
 cd "$SRC" || exit 1
 bash tools/gpu/lease.sh plan >"$work/plan" 2>"$work/err"
 rc=$?
@@ -61,4 +57,4 @@ grep -qE "^call 1: .* train-wait\([1-9][0-9]* s\)$" "$work/plan" &&
   grep -qE "^call 2: .*  sanitize train-wait\([1-9][0-9]* s\) train-end bench" "$work/plan" ||
   bad "no train-wait in calls 1 and 2: $(grep '^call' "$work/plan")"
 [ $fail -eq 0 ] && echo "lease plan: ok"
-exit $fail
+[ $fail -eq 0 ]
