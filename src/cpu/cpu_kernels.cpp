@@ -259,11 +259,18 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
   thread_local std::vector<float> wide;     // a 16-bit block's S in fp32
   if constexpr (!kStoredAsFloat<F>)
     wide.resize(size_t(n) * d);
+  const bool whole_row = kAvx512 && m.kind == FeatureMapKind::EluPlusOne && h0 == 0 &&
+                         h1 == n_heads && 2 * A <= kMaxFeatures;
   for (int r = 0; r < rows; ++r) {
     const float *q = qkv + size_t(r) * 3 * A; // [q | k | v], A wide each
     const int position = one_state ? t + r : t;
+    if (whole_row) // phi of the row's q and k at once, as one loop
+      phi_avx512(q, fq, 2 * A);
     for (int h = h0; h < h1; ++h) {
-      if (kAvx512 && m.kind == FeatureMapKind::EluPlusOne) {
+      const float *pq = fq, *pk = fk; // phi of this head's q and k
+      if (whole_row) {
+        pq = fq + h * d, pk = fq + A + h * d;
+      } else if (kAvx512 && m.kind == FeatureMapKind::EluPlusOne) {
         phi_avx512(q + h * d, fq, d);
         phi_avx512(q + A + h * d, fk, d);
       } else if (m.elementwise) {
@@ -287,7 +294,7 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
       const bool square32 = d == 32 && n == 32; // the paper's d_head, S square
       if constexpr (kAvx512 && F == StateFormat::Fp16)
         if (square32) { // S converted row by row in registers, no scratch
-          update_fp16_avx512(fq, fk, q + 2 * A + h * d, at, z, att + size_t(r) * A + h * d,
+          update_fp16_avx512(pq, pk, q + 2 * A + h * d, at, z, att + size_t(r) * A + h * d,
                              state_scale_exponent<F>(position - 1),
                              state_scale_exponent<F>(position));
           continue;
@@ -297,9 +304,9 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
         widen_state<kAvx512, F>(at, S, n * d, state_scale_exponent<F>(position - 1));
       float *out = att + size_t(r) * A + h * d;
       if (square32) // unrolled, the same bits
-        linear_attention_update<32>(fq, fk, q + 2 * A + h * d, S, z, out, d);
+        linear_attention_update<32>(pq, pk, q + 2 * A + h * d, S, z, out, d);
       else
-        linear_attention_update(fq, fk, q + 2 * A + h * d, S, z, out, d, n);
+        linear_attention_update(pq, pk, q + 2 * A + h * d, S, z, out, d, n);
       if constexpr (!kStoredAsFloat<F>)
         narrow_state<kAvx512, F>(S, at, n * d, state_scale_exponent<F>(position));
     }
