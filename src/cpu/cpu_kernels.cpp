@@ -157,29 +157,83 @@ __attribute__((always_inline)) inline void narrow_state(const float *s, void *S,
 #pragma GCC diagnostic push // as above
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+
+// The lanes of x that are 0 or within 2^-50 <= |x| <= 2^50 (not NaN, not infinite): an integer
+// compare of the magnitude's bits.
+__attribute__((target("avx512f"))) inline __mmask16 moderate(__m512 x) {
+  const __m512i a = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff));
+  const __m512i lo = _mm512_set1_epi32((127 - 50) << 23), span = _mm512_set1_epi32(100 << 23);
+  return _mm512_cmpeq_epi32_mask(a, _mm512_setzero_si512()) |
+         _mm512_cmple_epu32_mask(_mm512_sub_epi32(a, lo), span);
+}
+
+// Whether the update may run on S as stored, scaled by 2^-e: with phi(k) times 2^-e and phi(q)
+// times 2^e (exact), each product phi(k)_i v_j is the plain one times 2^-e, each sum S_ij +
+// phi(k)_i v_j too (the exact sum is scaled; where the scaled one is below the normal range it
+// is a multiple of 2^-149, held exactly), and phi(q)_i S_ij is the plain product itself: the same
+// bits, without widening S times 2^e and narrowing it times 2^-e (four of the eight products a
+// row). It holds where the exponent stays (every position but the 10 where it grows) and every
+// value of phi(q), phi(k) and v is 0 or within 2^-50 .. 2^50, so that nothing scaled leaves the
+// normal range; else the plain order runs.
+__attribute__((target("avx512f"))) inline bool
+scaled_update_exact(const float *fq, const float *fk, const float *v, int e_in, int e_out) {
+  if (e_in != e_out)
+    return false;
+  __mmask16 ok = 0xffff;
+  for (const float *x : {fq, fk, v})
+    ok &= moderate(_mm512_loadu_ps(x)) & moderate(_mm512_loadu_ps(x + 16));
+  return ok == 0xffff;
+}
+
 __attribute__((target("avx512f"))) void update_fp16_avx512(const float *fq, const float *fk,
                                                            const float *v, void *S16, float *z,
                                                            float *out, int e_in, int e_out) {
   auto *row = static_cast<__m256i *>(S16);
-  const __m512 up = _mm512_set1_ps(pow2f(e_in)), down = _mm512_set1_ps(pow2f(-e_out));
+  // normaliser_cell for every i: z_i + phi(k)_i and phi(q)_i z_i lane by lane, then the products
+  // summed in i's order, as the scalar loop does (off the loop over S's rows: no scalar work there)
+  alignas(64) float p[32];
+  for (int i = 0; i < 32; i += 16) {
+    const __m512 zi = _mm512_add_ps(_mm512_loadu_ps(z + i), _mm512_loadu_ps(fk + i));
+    _mm512_storeu_ps(z + i, zi);
+    _mm512_store_ps(p + i, _mm512_mul_ps(_mm512_loadu_ps(fq + i), zi));
+  }
+  float den = 0.0f;
+  for (int i = 0; i < 32; ++i)
+    den = den + p[i];
   const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
   __m512 num0 = _mm512_setzero_ps(), num1 = _mm512_setzero_ps();
-  float den = 0.0f;
-  for (int i = 0; i < 32; ++i) {
-    normaliser_cell(z[i], fk[i], fq[i], den);
-    const __m512 k = _mm512_set1_ps(fk[i]), qi = _mm512_set1_ps(fq[i]);
-    __m512 s0 = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(row + 2 * i)), up);
-    __m512 s1 = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(row + 2 * i + 1)), up);
-    s0 = _mm512_add_ps(s0, _mm512_mul_ps(k, v0)); // state_cell: S += phi(k)_i v_j
-    s1 = _mm512_add_ps(s1, _mm512_mul_ps(k, v1));
-    num0 = _mm512_add_ps(num0, _mm512_mul_ps(qi, s0)); // num_j += phi(q)_i S_ij
-    num1 = _mm512_add_ps(num1, _mm512_mul_ps(qi, s1));
-    _mm256_storeu_si256(
-        row + 2 * i,
-        _mm512_cvtps_ph(_mm512_mul_ps(s0, down), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    _mm256_storeu_si256(
-        row + 2 * i + 1,
-        _mm512_cvtps_ph(_mm512_mul_ps(s1, down), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  if (scaled_update_exact(fq, fk, v, e_in, e_out)) {
+    alignas(64) float ks[32], qs[32]; // phi(k) times 2^-e, phi(q) times 2^e
+    const __m512 up = _mm512_set1_ps(pow2f(e_in)), down = _mm512_set1_ps(pow2f(-e_in));
+    for (int i = 0; i < 32; i += 16) {
+      _mm512_store_ps(ks + i, _mm512_mul_ps(_mm512_loadu_ps(fk + i), down));
+      _mm512_store_ps(qs + i, _mm512_mul_ps(_mm512_loadu_ps(fq + i), up));
+    }
+    for (int i = 0; i < 32; ++i) {
+      const __m512 k = _mm512_set1_ps(ks[i]), qi = _mm512_set1_ps(qs[i]);
+      const __m512 s0 =
+          _mm512_add_ps(_mm512_cvtph_ps(_mm256_loadu_si256(row + 2 * i)), _mm512_mul_ps(k, v0));
+      const __m512 s1 =
+          _mm512_add_ps(_mm512_cvtph_ps(_mm256_loadu_si256(row + 2 * i + 1)), _mm512_mul_ps(k, v1));
+      num0 = _mm512_add_ps(num0, _mm512_mul_ps(qi, s0));
+      num1 = _mm512_add_ps(num1, _mm512_mul_ps(qi, s1));
+      _mm256_storeu_si256(row + 2 * i, _mm512_cvtps_ph(s0, kRound));
+      _mm256_storeu_si256(row + 2 * i + 1, _mm512_cvtps_ph(s1, kRound));
+    }
+  } else {
+    const __m512 up = _mm512_set1_ps(pow2f(e_in)), down = _mm512_set1_ps(pow2f(-e_out));
+    for (int i = 0; i < 32; ++i) {
+      const __m512 k = _mm512_set1_ps(fk[i]), qi = _mm512_set1_ps(fq[i]);
+      __m512 s0 = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(row + 2 * i)), up);
+      __m512 s1 = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(row + 2 * i + 1)), up);
+      s0 = _mm512_add_ps(s0, _mm512_mul_ps(k, v0)); // state_cell: S += phi(k)_i v_j
+      s1 = _mm512_add_ps(s1, _mm512_mul_ps(k, v1));
+      num0 = _mm512_add_ps(num0, _mm512_mul_ps(qi, s0)); // num_j += phi(q)_i S_ij
+      num1 = _mm512_add_ps(num1, _mm512_mul_ps(qi, s1));
+      _mm256_storeu_si256(row + 2 * i, _mm512_cvtps_ph(_mm512_mul_ps(s0, down), kRound));
+      _mm256_storeu_si256(row + 2 * i + 1, _mm512_cvtps_ph(_mm512_mul_ps(s1, down), kRound));
+    }
   }
   const __m512 d = _mm512_set1_ps(den + kAttentionEps); // attention_out
   _mm512_storeu_ps(out, _mm512_div_ps(num0, d));
@@ -205,11 +259,18 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
   thread_local std::vector<float> wide;     // a 16-bit block's S in fp32
   if constexpr (!kStoredAsFloat<F>)
     wide.resize(size_t(n) * d);
+  const bool whole_row = kAvx512 && m.kind == FeatureMapKind::EluPlusOne && h0 == 0 &&
+                         h1 == n_heads && 2 * A <= kMaxFeatures;
   for (int r = 0; r < rows; ++r) {
     const float *q = qkv + size_t(r) * 3 * A; // [q | k | v], A wide each
     const int position = one_state ? t + r : t;
+    if (whole_row) // phi of the row's q and k at once, as one loop
+      phi_avx512(q, fq, 2 * A);
     for (int h = h0; h < h1; ++h) {
-      if (kAvx512 && m.kind == FeatureMapKind::EluPlusOne) {
+      const float *pq = fq, *pk = fk; // phi of this head's q and k
+      if (whole_row) {
+        pq = fq + h * d, pk = fq + A + h * d;
+      } else if (kAvx512 && m.kind == FeatureMapKind::EluPlusOne) {
         phi_avx512(q + h * d, fq, d);
         phi_avx512(q + A + h * d, fk, d);
       } else if (m.elementwise) {
@@ -233,7 +294,7 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
       const bool square32 = d == 32 && n == 32; // the paper's d_head, S square
       if constexpr (kAvx512 && F == StateFormat::Fp16)
         if (square32) { // S converted row by row in registers, no scratch
-          update_fp16_avx512(fq, fk, q + 2 * A + h * d, at, z, att + size_t(r) * A + h * d,
+          update_fp16_avx512(pq, pk, q + 2 * A + h * d, at, z, att + size_t(r) * A + h * d,
                              state_scale_exponent<F>(position - 1),
                              state_scale_exponent<F>(position));
           continue;
@@ -243,9 +304,9 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
         widen_state<kAvx512, F>(at, S, n * d, state_scale_exponent<F>(position - 1));
       float *out = att + size_t(r) * A + h * d;
       if (square32) // unrolled, the same bits
-        linear_attention_update<32>(fq, fk, q + 2 * A + h * d, S, z, out, d);
+        linear_attention_update<32>(pq, pk, q + 2 * A + h * d, S, z, out, d);
       else
-        linear_attention_update(fq, fk, q + 2 * A + h * d, S, z, out, d, n);
+        linear_attention_update(pq, pk, q + 2 * A + h * d, S, z, out, d, n);
       if constexpr (!kStoredAsFloat<F>)
         narrow_state<kAvx512, F>(S, at, n * d, state_scale_exponent<F>(position));
     }

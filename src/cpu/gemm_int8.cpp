@@ -338,7 +338,15 @@ void linear_forward_int8(const PackedLinearInt8 &l, const float *x, int ldx, int
   sx.resize(size_t(rows));
   for (int r = 0; r < rows; ++r)
     k.quantize(x + size_t(r) * ldx, l.in, xq.data() + size_t(r) * ldq, k.bias, sx[size_t(r)]);
+  const size_t panel = size_t(groups) * P * G; // bytes of W a panel
+  const size_t tiles = size_t((rows + kRows - 1) / kRows);
   gemm::for_each_tile(l.out, rows, [&](int p, int r, int n, int ncols) {
+    // the next panel of W into the caches, a slice a row tile, while this one runs from them: in a
+    // step W comes from memory (the attention's state has moved through the caches since)
+    const size_t next = size_t(p + 1) * panel, t = size_t(r / kRows);
+    if (next + panel <= l.w.size())
+      for (size_t b = panel * t / tiles; b < panel * (t + 1) / tiles; b += 64)
+        __builtin_prefetch(l.w.data() + next + b, /*write*/ 0, /*keep*/ 2);
     k.tile[size_t(n - 1)](TileArgs{
         l.w.data() + size_t(p) * groups * P * G, groups, xq.data() + size_t(r) * ldq, ldq,
         sx.data() + r, l.scale.data() + p * P, l.start.data() + p * P,
