@@ -21,8 +21,8 @@ __global__ void bias_act_kernel(float *y, const float *b, int rows, int n, Act a
 void launch_bias_act(float *y, const float *b, int rows, int n, Act a, cudaStream_t s) {
   if (rows <= 0) // an empty grid is a launch error
     return;
-  const int threads = n >= 256 ? 256 : (n + 31) / 32 * 32;
-  TARNN_LAUNCH(bias_act_kernel, std::min(rows, 65536), threads, 0, s)(y, b, rows, n, a);
+  const RowsGrid g = rows_grid(rows, n);
+  TARNN_LAUNCH(bias_act_kernel, g.blocks, g.threads, 0, s)(y, b, rows, n, a);
   launch_check("bias_act_kernel");
 }
 

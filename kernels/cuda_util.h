@@ -14,7 +14,7 @@
 // so that the kernels' files compile for either unchanged. A templated kernel goes in parentheses:
 // TARNN_LAUNCH((kernel<A, B>), grid, block, shared_bytes, stream)(arguments...).
 #ifndef TARNN_EMULATED_DEVICE
-#define TARNN_LAUNCH(kernel, grid, block, shared_bytes, stream)                                     \
+#define TARNN_LAUNCH(kernel, grid, block, shared_bytes, stream)                                    \
   kernel<<<grid, block, shared_bytes, stream>>>
 #define TARNN_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #endif
@@ -30,6 +30,16 @@ inline void cuda_check(cudaError_t e, const char *call) {
 
 // After a kernel launch: a bad configuration shows up here, not at the next synchronisation.
 inline void launch_check(const char *kernel) { cuda_check(cudaGetLastError(), kernel); }
+
+// The grid of a kernel whose blocks walk `rows` rows and whose threads walk a row's n columns
+// (bias_act, embedding, int8_rows's finish): a block a row, up to 65,536, and threads a whole
+// number of warps, up to 256.
+struct RowsGrid {
+  int blocks, threads;
+};
+inline RowsGrid rows_grid(int rows, int n) {
+  return {std::min(rows, 65536), n >= 256 ? 256 : (n + 31) / 32 * 32};
+}
 
 template <class T> class DeviceArray {
 public:

@@ -24,8 +24,8 @@ void launch_embedding(float *x, const float *E, const float *P, const uint8_t *c
                       const StepParams *p, int rows, int d_model, cudaStream_t s, bool positions) {
   if (rows <= 0) // an empty grid is a launch error
     return;
-  const int threads = d_model >= 256 ? 256 : (d_model + 31) / 32 * 32;
-  TARNN_LAUNCH(embedding_kernel, std::min(rows, 65536), threads, 0, s)
+  const RowsGrid g = rows_grid(rows, d_model);
+  TARNN_LAUNCH(embedding_kernel, g.blocks, g.threads, 0, s)
   (x, E, P, cur, p, rows, d_model, positions);
   launch_check("embedding_kernel");
 }

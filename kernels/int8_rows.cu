@@ -58,8 +58,8 @@ void launch_finish_int8(const int32_t *acc, int ldacc, const float *sx, const fl
                         const float *b, int rows, int out, Act act, float *y, cudaStream_t s) {
   if (rows <= 0)
     return;
-  const int threads = out >= 256 ? 256 : (out + 31) / 32 * 32;
-  TARNN_LAUNCH(finish_int8_kernel, std::min(rows, 65536), threads, 0, s)
+  const RowsGrid g = rows_grid(rows, out);
+  TARNN_LAUNCH(finish_int8_kernel, g.blocks, g.threads, 0, s)
   (acc, ldacc, sx, sw, b, rows, out, act, y);
   launch_check("finish_int8_kernel");
 }
