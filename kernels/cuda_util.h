@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cuda_runtime_api.h>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tarnn/error.h"
@@ -39,6 +40,17 @@ struct RowsGrid {
 };
 inline RowsGrid rows_grid(int rows, int n) {
   return {std::min(rows, 65536), n >= 256 ? 256 : (n + 31) / 32 * 32};
+}
+
+// Such a kernel launched on s over rows_grid(rows, n), with args, and checked (`name`); no rows,
+// no launch (an empty grid is a launch error).
+template <auto Kernel, class... A>
+void launch_over_rows(const char *name, int rows, int n, cudaStream_t s, A &&...args) {
+  if (rows <= 0)
+    return;
+  const RowsGrid g = rows_grid(rows, n);
+  TARNN_LAUNCH(Kernel, g.blocks, g.threads, 0, s)(std::forward<A>(args)...);
+  launch_check(name);
 }
 
 template <class T> class DeviceArray {

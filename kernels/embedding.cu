@@ -22,12 +22,8 @@ __global__ void embedding_kernel(float *x, const float *E, const float *P, const
 
 void launch_embedding(float *x, const float *E, const float *P, const uint8_t *cur,
                       const StepParams *p, int rows, int d_model, cudaStream_t s, bool positions) {
-  if (rows <= 0) // an empty grid is a launch error
-    return;
-  const RowsGrid g = rows_grid(rows, d_model);
-  TARNN_LAUNCH(embedding_kernel, g.blocks, g.threads, 0, s)
-  (x, E, P, cur, p, rows, d_model, positions);
-  launch_check("embedding_kernel");
+  launch_over_rows<embedding_kernel>("embedding_kernel", rows, d_model, s, x, E, P, cur, p, rows,
+                                     d_model, positions);
 }
 
 } // namespace tarnn
