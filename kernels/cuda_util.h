@@ -43,7 +43,10 @@ inline RowsGrid rows_grid(int rows, int n) {
 }
 
 // Such a kernel launched on s over rows_grid(rows, n), with args, and checked (`name`); no rows,
-// no launch (an empty grid is a launch error).
+// no launch (an empty grid is a launch error). Where a launch compiles: nvcc's or the emulated
+// device's kernel files (a host file that includes this header, as the kernels' tests, has no
+// launch).
+#if defined(__CUDACC__) || (defined(TARNN_EMULATED_DEVICE) && defined(TARNN_LAUNCH))
 template <auto Kernel, class... A>
 void launch_over_rows(const char *name, int rows, int n, cudaStream_t s, A &&...args) {
   if (rows <= 0)
@@ -52,6 +55,7 @@ void launch_over_rows(const char *name, int rows, int n, cudaStream_t s, A &&...
   TARNN_LAUNCH(Kernel, g.blocks, g.threads, 0, s)(std::forward<A>(args)...);
   launch_check(name);
 }
+#endif
 
 template <class T> class DeviceArray {
 public:
