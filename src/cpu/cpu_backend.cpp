@@ -252,7 +252,6 @@ std::unique_ptr<Backend> make_cpu_backend(const Model &m, const RunOptions &o, c
 
 const BackendRow &cpu_row() {
   static const BackendRow row{
-      Device::Cpu,
       "cpu",
       "this machine's cores",
       kCpuPrecisions,
