@@ -19,11 +19,7 @@ __global__ void bias_act_kernel(float *y, const float *b, int rows, int n, Act a
 } // namespace
 
 void launch_bias_act(float *y, const float *b, int rows, int n, Act a, cudaStream_t s) {
-  if (rows <= 0) // an empty grid is a launch error
-    return;
-  const int threads = n >= 256 ? 256 : (n + 31) / 32 * 32;
-  TARNN_LAUNCH(bias_act_kernel, std::min(rows, 65536), threads, 0, s)(y, b, rows, n, a);
-  launch_check("bias_act_kernel");
+  launch_over_rows<bias_act_kernel>("bias_act_kernel", rows, n, s, y, b, rows, n, a);
 }
 
 } // namespace tarnn

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cuda_runtime_api.h>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tarnn/error.h"
@@ -14,7 +15,7 @@
 // so that the kernels' files compile for either unchanged. A templated kernel goes in parentheses:
 // TARNN_LAUNCH((kernel<A, B>), grid, block, shared_bytes, stream)(arguments...).
 #ifndef TARNN_EMULATED_DEVICE
-#define TARNN_LAUNCH(kernel, grid, block, shared_bytes, stream)                                     \
+#define TARNN_LAUNCH(kernel, grid, block, shared_bytes, stream)                                    \
   kernel<<<grid, block, shared_bytes, stream>>>
 #define TARNN_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #endif
@@ -30,6 +31,31 @@ inline void cuda_check(cudaError_t e, const char *call) {
 
 // After a kernel launch: a bad configuration shows up here, not at the next synchronisation.
 inline void launch_check(const char *kernel) { cuda_check(cudaGetLastError(), kernel); }
+
+// The grid of a kernel whose blocks walk `rows` rows and whose threads walk a row's n columns
+// (bias_act, embedding, int8_rows's finish): a block a row, up to 65,536, and threads a whole
+// number of warps, up to 256.
+struct RowsGrid {
+  int blocks, threads;
+};
+inline RowsGrid rows_grid(int rows, int n) {
+  return {std::min(rows, 65536), n >= 256 ? 256 : (n + 31) / 32 * 32};
+}
+
+// Such a kernel launched on s over rows_grid(rows, n), with args, and checked (`name`); no rows,
+// no launch (an empty grid is a launch error). Where a launch compiles: nvcc's or the emulated
+// device's kernel files (a host file that includes this header, as the kernels' tests, has no
+// launch).
+#if defined(__CUDACC__) || (defined(TARNN_EMULATED_DEVICE) && defined(TARNN_LAUNCH))
+template <auto Kernel, class... A>
+void launch_over_rows(const char *name, int rows, int n, cudaStream_t s, A &&...args) {
+  if (rows <= 0)
+    return;
+  const RowsGrid g = rows_grid(rows, n);
+  TARNN_LAUNCH(Kernel, g.blocks, g.threads, 0, s)(std::forward<A>(args)...);
+  launch_check(name);
+}
+#endif
 
 template <class T> class DeviceArray {
 public:

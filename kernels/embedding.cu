@@ -22,12 +22,8 @@ __global__ void embedding_kernel(float *x, const float *E, const float *P, const
 
 void launch_embedding(float *x, const float *E, const float *P, const uint8_t *cur,
                       const StepParams *p, int rows, int d_model, cudaStream_t s, bool positions) {
-  if (rows <= 0) // an empty grid is a launch error
-    return;
-  const int threads = d_model >= 256 ? 256 : (d_model + 31) / 32 * 32;
-  TARNN_LAUNCH(embedding_kernel, std::min(rows, 65536), threads, 0, s)
-  (x, E, P, cur, p, rows, d_model, positions);
-  launch_check("embedding_kernel");
+  launch_over_rows<embedding_kernel>("embedding_kernel", rows, d_model, s, x, E, P, cur, p, rows,
+                                     d_model, positions);
 }
 
 } // namespace tarnn

@@ -40,7 +40,7 @@ inline PhiMap phi_map(const Config &c, const float *omega) {
   m.smoothing = float(fm.smoothing);
   // the library scales x by sqrt(softmax_temp), except GeneralizedRandomFeatures at 1
   m.x_scale = float(std::sqrt(fm.softmax_temp));
-  const int n = fm.n_dims - (fm.kind == FeatureMapKind::SmoothedRandomFourier ? 1 : 0);
+  const int n = fm.n_dims - feature_map_traits(fm.kind).constants; // the random features
   if (n > 0)
     m.out_scale = float(std::sqrt(2.0 / n));
   if (fm.n_dims > 0)
@@ -50,6 +50,7 @@ inline PhiMap phi_map(const Config &c, const float *omega) {
 
 // A feature map's kind as a type: dispatch's argument (as state_format.h's Format).
 template <FeatureMapKind K> struct Kind {
+  static_assert(int(K) < kFeatureMapKinds, "a feature map without its row in kFeatureMaps");
   static constexpr FeatureMapKind value = K;
   TARNN_HD constexpr operator FeatureMapKind() const { return K; }
 };

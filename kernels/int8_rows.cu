@@ -56,12 +56,8 @@ void launch_quantize_rows_int8(const float *x, int rows, int in, int ldq, int8_t
 
 void launch_finish_int8(const int32_t *acc, int ldacc, const float *sx, const float *sw,
                         const float *b, int rows, int out, Act act, float *y, cudaStream_t s) {
-  if (rows <= 0)
-    return;
-  const int threads = out >= 256 ? 256 : (out + 31) / 32 * 32;
-  TARNN_LAUNCH(finish_int8_kernel, std::min(rows, 65536), threads, 0, s)
-  (acc, ldacc, sx, sw, b, rows, out, act, y);
-  launch_check("finish_int8_kernel");
+  launch_over_rows<finish_int8_kernel>("finish_int8_kernel", rows, out, s, acc, ldacc, sx, sw, b,
+                                       rows, out, act, y);
 }
 
 } // namespace tarnn

@@ -25,6 +25,56 @@ enum class FeatureMapKind : int {
   GeneralizedRandom,     // f(u), f relu or elu + 1 (GeneralizedRandomFeatures)
 };
 
+// What a feature map is, beside its arithmetic (kernels/feature_map.h, Phi<K>): its name and
+// config.json's keys, and the shape of phi. A random-feature map of n_dims has omega_columns =
+// (n_dims - constants) / per_column columns and F = per_column * omega_columns + constants
+// features; an elementwise one acts on each element of x alone (F = d_head, no omega).
+struct FeatureMapTraits {
+  FeatureMapKind kind;
+  const char *name;          // config.json's "kind"
+  const char *parameters[4]; // config.json's keys for it beside "kind" (nullptr: no more)
+  bool elementwise;          // F = d_head, no omega: the keys above are none
+  int per_column;            // features per column of omega (cos | sin: 2)
+  int constants;             // constant features after them (smoothed_random_fourier's s)
+  int min_n_dims;            // the smallest n_dims config.json may give
+  bool unit_temp;            // softmax_temp's default is 1 (else the library's 1/sqrt(d_head))
+};
+
+// One row per FeatureMapKind, in its order (a kind without a row stops the build: Kind<K>,
+// kernels/feature_map.h). The maps of fast-transformers, parameters as its classes take them.
+// clang-format off
+inline constexpr FeatureMapTraits kFeatureMaps[] = {
+  // kind, name,
+  //  parameters,                          elementwise, per_column, constants, min_n_dims, unit_temp
+  {FeatureMapKind::EluPlusOne, "elu+1",
+   {},                                      true,  0, 0, 0, false},
+  {FeatureMapKind::Relu, "relu",
+   {},                                      true,  0, 0, 0, false},
+  {FeatureMapKind::RandomFourier, "random_fourier",
+   {"n_dims", "softmax_temp"},              false, 2, 0, 2, false},
+  {FeatureMapKind::SmoothedRandomFourier, "smoothed_random_fourier",
+   {"n_dims", "softmax_temp", "smoothing"}, false, 2, 1, 3, false},
+  {FeatureMapKind::Favor, "favor",
+   {"n_dims", "softmax_temp", "stabilize"}, false, 2, 0, 2, false},
+  {FeatureMapKind::GeneralizedRandom, "generalized_random",
+   {"n_dims", "softmax_temp", "kernel_fn"}, false, 1, 0, 2, true},
+};
+// clang-format on
+inline constexpr int kFeatureMapKinds = int(sizeof(kFeatureMaps) / sizeof(kFeatureMaps[0]));
+
+constexpr bool feature_map_rows_in_order() {
+  for (int i = 0; i < kFeatureMapKinds; ++i)
+    if (int(kFeatureMaps[i].kind) != i)
+      return false;
+  return true;
+}
+static_assert(feature_map_rows_in_order(), "kFeatureMaps: one row per kind, in the enum's order");
+
+// The row of kind k (constexpr: the kernels compile each kind's code by it).
+constexpr const FeatureMapTraits &feature_map_traits(FeatureMapKind k) {
+  return kFeatureMaps[int(k)];
+}
+
 const char *feature_map_name(FeatureMapKind k); // "elu+1", "relu", "random_fourier", ...
 
 // How the model attends (config.json "attention"): linear attention, which keeps a state S and z
@@ -44,21 +94,8 @@ inline const char *attention_name(Attention a) {
   return "?";
 }
 
-// Whether phi of kind k acts on each element of x alone (F = d_head, no omega): the one place
-// that says which maps are elementwise (constexpr: the kernels compile each kind's code by it).
-constexpr bool is_elementwise(FeatureMapKind k) {
-  switch (k) {
-  case FeatureMapKind::EluPlusOne:
-  case FeatureMapKind::Relu:
-    return true;
-  case FeatureMapKind::RandomFourier:
-  case FeatureMapKind::SmoothedRandomFourier:
-  case FeatureMapKind::Favor:
-  case FeatureMapKind::GeneralizedRandom:
-    return false;
-  }
-  return false; // (every kind is a case above)
-}
+// Whether phi of kind k acts on each element of x alone (F = d_head, no omega).
+constexpr bool is_elementwise(FeatureMapKind k) { return feature_map_traits(k).elementwise; }
 
 struct FeatureMap {
   FeatureMapKind kind = FeatureMapKind::EluPlusOne;
@@ -71,35 +108,13 @@ struct FeatureMap {
   // The columns of omega as the library sizes it (0: none is stored). Inline, as features(): the
   // CUDA plugin computes with them and links nothing of the library.
   int omega_columns() const {
-    switch (kind) {
-    case FeatureMapKind::EluPlusOne:
-    case FeatureMapKind::Relu:
-      return 0;
-    case FeatureMapKind::RandomFourier:
-    case FeatureMapKind::Favor:
-      return n_dims / 2;
-    case FeatureMapKind::SmoothedRandomFourier:
-      return (n_dims - 1) / 2;
-    case FeatureMapKind::GeneralizedRandom:
-      return n_dims;
-    }
-    return 0;
+    const FeatureMapTraits &t = feature_map_traits(kind);
+    return t.elementwise ? 0 : (n_dims - t.constants) / t.per_column;
   }
   // F, the width of phi(x): S is F x d_head and z is F wide.
   int features(int d_head) const {
-    switch (kind) {
-    case FeatureMapKind::EluPlusOne:
-    case FeatureMapKind::Relu:
-      return d_head;
-    case FeatureMapKind::RandomFourier:
-    case FeatureMapKind::Favor:
-      return 2 * omega_columns();
-    case FeatureMapKind::SmoothedRandomFourier:
-      return 2 * omega_columns() + 1;
-    case FeatureMapKind::GeneralizedRandom:
-      return omega_columns();
-    }
-    return d_head;
+    const FeatureMapTraits &t = feature_map_traits(kind);
+    return t.elementwise ? d_head : t.per_column * omega_columns() + t.constants;
   }
   bool operator==(const FeatureMap &o) const {
     return kind == o.kind && n_dims == o.n_dims && softmax_temp == o.softmax_temp &&

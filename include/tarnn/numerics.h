@@ -14,7 +14,10 @@
 
 namespace tarnn {
 
-enum class Device { Cpu, Cuda };
+// A device is its backend's place in the registry (src/engine/registry.cpp, one line a backend):
+// Cpu and Cuda are named for the code that asks for them; a backend added after them is
+// Device(its place), named by its row, and needs no enumerator here.
+enum class Device : int { Cpu, Cuda };
 
 // The GEMMs' arithmetic. Fp32: the exact reference. Tf32: TF32 tensor cores (cuda). Bf16: weights
 // and GEMM inputs rounded to bfloat16, products summed in fp32 (AVX512_BF16 on the CPU, tensor

@@ -66,9 +66,7 @@ GemmPeak gemm_peak_on(WorkerTeam &team) {
     v = u(rng);
   const int n = std::min(team.size(), kRows);
   auto once = [&] {
-    team.run([&](int i) {
-      if (i >= n)
-        return;
+    team.run(n, [&](int i) {
       const int first = kRows * i / n, rows = kRows * (i + 1) / n - first;
       linear_forward(p, &x[size_t(first) * kIn], kIn, rows, &y[size_t(first) * kOut], kOut,
                      Act::None);
@@ -137,8 +135,8 @@ public:
     // next report.
     teams_.lend(threads + 1)
         ->run_watched(
-            [&](int w) {
-              const int i = w - 1;
+            threads,
+            [&](int i) {
               const int64_t first = job.count * i / threads, last = job.count * (i + 1) / threads;
               try {
                 largest[size_t(i)] = share(job, first, last - first, rows,
@@ -254,7 +252,6 @@ std::unique_ptr<Backend> make_cpu_backend(const Model &m, const RunOptions &o, c
 
 const BackendRow &cpu_row() {
   static const BackendRow row{
-      Device::Cpu,
       "cpu",
       "this machine's cores",
       kCpuPrecisions,

@@ -489,18 +489,14 @@ void linear_attention_positions(const float *qkv, void *state, StateFormat f, in
 
 // A prefill's ops split their work over the team where there is enough of it: the GEMMs and
 // LayerNorms by rows (at least 16 a thread), the attention walk by heads (each head's state is its
-// own). Every row and head is computed as on one thread: the same bits for any team. The team runs
-// f on each of its threads, and n may be fewer (39 rows make 2 slices of 16, 3 heads 3): a thread
-// past the slices does nothing, where its range would be rows past the buffers and heads past the
-// layer's (the next layer's state).
+// own). Every row and head is computed as on one thread: the same bits for any team. The slices
+// may be fewer than the team's threads (39 rows make 2 slices of 16, 3 heads 3): the team is given
+// n tasks, and a thread without one does nothing.
 template <class F> void PrefillOps::split(int items, int least, F &&f) {
   const int n = team_ ? std::min(team_->size(), items / least) : 1;
   if (n <= 1)
     return f(0, items);
-  team_->run([&](int i) {
-    if (i < n)
-      f(items * i / n, items * (i + 1) / n);
-  });
+  team_->run(n, [&](int i) { f(items * i / n, items * (i + 1) / n); });
 }
 
 void PrefillOps::linear(const LinearWeights &l, const float *x, float *y, int rows, Act act) {

@@ -72,11 +72,7 @@ void WorkerTeam::helper(int i) {
     if (stopping_)
       return;
     seen = generation_.load(std::memory_order_acquire);
-    try {
-      (*job_)(i);
-    } catch (...) {
-      error_->keep(std::current_exception());
-    }
+    run_tasks(i);
     const bool wake = !spin_ || watched_.load(std::memory_order_relaxed); // read before the
     if (pending_.fetch_sub(1, std::memory_order_release) == 1 && wake) {  // caller may reset it
       std::lock_guard<std::mutex> lock(mutex_); // the caller, asleep or about to be, is woken
@@ -85,9 +81,20 @@ void WorkerTeam::helper(int i) {
   }
 }
 
-void WorkerTeam::run(const std::function<void(int)> &f) {
-  FirstError error;
+void WorkerTeam::run_tasks(int thread) {
+  const int threads = size() - first_;
+  try {
+    for (int t = thread - first_; t < tasks_; t += threads)
+      (*job_)(t);
+  } catch (...) {
+    error_->keep(std::current_exception());
+  }
+}
+
+void WorkerTeam::start(int tasks, int first, const std::function<void(int)> &f, FirstError &error) {
   job_ = &f;
+  tasks_ = tasks;
+  first_ = first;
   error_ = &error;
   pending_.store(int(helpers_.size()), std::memory_order_relaxed);
   {
@@ -95,11 +102,12 @@ void WorkerTeam::run(const std::function<void(int)> &f) {
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  try {
-    f(0);
-  } catch (...) {
-    error.keep(std::current_exception());
-  }
+}
+
+void WorkerTeam::run(int tasks, const std::function<void(int)> &f) {
+  FirstError error;
+  start(tasks, 0, f, error);
+  run_tasks(0);
   if (spin_) {
     while (pending_.load(std::memory_order_acquire) > 0) // the helpers are at work: not long
       _mm_pause();
@@ -110,18 +118,13 @@ void WorkerTeam::run(const std::function<void(int)> &f) {
   error.rethrow();
 }
 
-void WorkerTeam::run_watched(const std::function<void(int)> &f,
+void WorkerTeam::run_watched(int tasks, const std::function<void(int)> &f,
                              const std::function<void()> &watch) {
+  if (helpers_.empty()) // a bug, said plainly: no thread would run f
+    throw Error("run_watched needs a team of 2 or more threads");
   FirstError error;
-  job_ = &f;
-  error_ = &error;
   watched_ = true;
-  pending_.store(int(helpers_.size()), std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_release);
-  }
-  wake_.notify_all();
+  start(tasks, 1, f, error);
   std::unique_lock<std::mutex> lock(mutex_);
   do { // at least once, however soon the helpers are done
     lock.unlock();

@@ -30,8 +30,10 @@ private:
 // The Error a failed std::thread start becomes.
 std::exception_ptr thread_start_error(const std::exception &e);
 
-// run(f): f(0) .. f(n - 1), f(0) on the caller's thread and the rest on n - 1 helper threads
-// started once; returns when all are done, rethrowing the first exception of any. Made for many
+// run(tasks, f): f(0) .. f(tasks - 1), each once, thread i of the team's n taking tasks i, i + n,
+// ... (f(0) on the caller's thread and the rest on n - 1 helper threads started once); returns
+// when all are done, rethrowing the first exception of any. No index at or past `tasks` is given:
+// a thread with no task does nothing (the work need not fill the team). Made for many
 // short calls in a row (a prefill's GEMMs, 33 per chunk): starting a thread per call cost about
 // 70 us each (docs/COMPLETE.md), and waking a core that had gone idle more. With `spin`, a helper
 // spins for about a millisecond after its last call, then sleeps until the next, and the caller
@@ -47,16 +49,21 @@ public:
   WorkerTeam &operator=(const WorkerTeam &) = delete;
 
   int size() const { return int(helpers_.size()) + 1; }
-  void run(const std::function<void(int)> &f);
-  // The same, but the caller runs none of f: the helpers run f(1) .. f(n - 1) while the caller
-  // calls watch() once, then about 5 times a second until they are done (a job's progress, reported on the
-  // calling thread; an exception of watch stops nothing by itself: it is rethrown at the end,
-  // and f should watch failed() of what watch() reports to).
-  void run_watched(const std::function<void(int)> &f, const std::function<void()> &watch);
+  void run(int tasks, const std::function<void(int)> &f);
+  // The same, but the caller runs none of f: the n - 1 helpers run f(0) .. f(tasks - 1) (helper h
+  // tasks h - 1, h - 1 + n - 1, ...) while the caller calls watch() once, then about 5 times a
+  // second until they are done (a job's progress, reported on the calling thread; an exception
+  // of watch stops nothing by itself: it is rethrown at the end, and f should watch failed() of
+  // what watch() reports to). The team must have a helper (n >= 2).
+  void run_watched(int tasks, const std::function<void(int)> &f,
+                   const std::function<void()> &watch);
 
 private:
   void helper(int i);
   void stop();
+  // f's tasks handed out from thread `first` on, `tasks` in all; the helpers woken to run theirs
+  void start(int tasks, int first, const std::function<void(int)> &f, FirstError &error);
+  void run_tasks(int thread); // thread's tasks of the current run (0: the caller's)
 
   std::vector<std::thread> helpers_;
   std::mutex mutex_;
@@ -67,6 +74,7 @@ private:
   bool spin_;                        // no more threads at work than cores
   std::atomic<bool> watched_{false}; // the caller waits in run_watched: wake it whatever spin_
   const std::function<void(int)> *job_ = nullptr;
+  int tasks_ = 0, first_ = 0; // the current run's tasks, and the thread that takes task 0
   FirstError *error_ = nullptr;
 };
 

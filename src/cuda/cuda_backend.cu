@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -173,20 +174,36 @@ Gemm::Inputs gemm_inputs(Precision p) {
   throw Error(std::string("the CUDA backend has no ") + name(p) + " GEMM");
 }
 
+// A knob's value (Knobs, as the engine reads it from `variable`) as the path it names: unset, the
+// engine's path; else one of `paths`, or a one-line error naming the variable and every value.
+template <class Path> struct KnobValue {
+  const char *value;
+  Path path;
+};
+template <class Path>
+Path knob_path(const Knobs &k, const char *knob, const char *variable, const char *what,
+               Path engine, std::initializer_list<KnobValue<Path>> paths) {
+  const std::string v = k.get(knob);
+  if (v.empty())
+    return engine;
+  std::string listed;
+  for (const KnobValue<Path> &p : paths) {
+    if (v == p.value)
+      return p.path;
+    listed += (listed.empty() ? "" : ", ") + std::string(p.value);
+  }
+  throw Error(std::string(variable) + "=" + v + ": not " + what + " (" + listed +
+              "; unset: the engine's)");
+}
+
 // The GEMM path: one cuBLASLt algorithm per shape with bias and ReLU fused (the engine's), or for
 // comparisons (docs/CUDA.md) cuBLAS's own choice per size, or the bias and ReLU in their own
 // kernel (the knob "gemm": TARNN_GEMM=cublas|unfused). bf16 always runs the first.
 enum class CudaGemm { Fixed, Cublas, Unfused };
 
 CudaGemm gemm_path(const Knobs &k) {
-  const std::string g = k.get("gemm");
-  if (g.empty())
-    return CudaGemm::Fixed;
-  if (g == "cublas")
-    return CudaGemm::Cublas;
-  if (g == "unfused")
-    return CudaGemm::Unfused;
-  throw Error("TARNN_GEMM=" + g + ": not a GEMM path (cublas, unfused; unset: the engine's)");
+  return knob_path(k, "gemm", "TARNN_GEMM", "a GEMM path", CudaGemm::Fixed,
+                   {{"cublas", CudaGemm::Cublas}, {"unfused", CudaGemm::Unfused}});
 }
 
 // cuda with bf16 GEMMs: each GEMM input written in bf16 by the kernel that makes it (the engine's:
@@ -196,13 +213,8 @@ CudaGemm gemm_path(const Knobs &k) {
 enum class CudaBf16Inputs { Written, Rounded };
 
 CudaBf16Inputs bf16_inputs_path(const Knobs &k) {
-  const std::string i = k.get("bf16_inputs");
-  if (i.empty())
-    return CudaBf16Inputs::Written;
-  if (i == "rounded")
-    return CudaBf16Inputs::Rounded;
-  throw Error("TARNN_BF16_INPUTS=" + i +
-              ": not a path for bf16 GEMMs' inputs (rounded; unset: the engine's)");
+  return knob_path(k, "bf16_inputs", "TARNN_BF16_INPUTS", "a path for bf16 GEMMs' inputs",
+                   CudaBf16Inputs::Written, {{"rounded", CudaBf16Inputs::Rounded}});
 }
 
 // A stream and a cuBLAS handle on it. FP32 GEMMs by default (the same products as the CPU's to

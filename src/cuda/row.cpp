@@ -5,8 +5,7 @@
 namespace tarnn {
 
 const BackendRow &cuda_row() {
-  static const BackendRow row{Device::Cuda,
-                              "cuda",
+  static const BackendRow row{"cuda",
                               "an NVIDIA GPU",
                               kCudaPrecisions,
                               {},

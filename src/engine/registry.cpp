@@ -9,16 +9,18 @@
 
 namespace tarnn {
 
+// Every backend, one line each: Device(i) is row i (Device::Cpu and Device::Cuda name the first
+// two, numerics.h).
 const std::vector<const BackendRow *> &backend_rows() {
   static const std::vector<const BackendRow *> rows = {&cpu_row(), &cuda_row()};
   return rows;
 }
 
 const BackendRow &backend_entry(Device d) {
-  for (const BackendRow *r : backend_rows())
-    if (r->device == d)
-      return *r;
-  throw Error("a device without a row in the registry"); // a bug, said plainly
+  const std::vector<const BackendRow *> &rows = backend_rows();
+  if (int(d) < 0 || size_t(d) >= rows.size())
+    throw Error("a device without a row in the registry"); // a bug, said plainly
+  return *rows[size_t(d)];
 }
 
 std::unique_ptr<Backend> make_backend(const BackendRow &row, const Model &m, const RunOptions &o,
@@ -48,17 +50,19 @@ const char *name(Device d) { return backend_entry(d).name; }
 
 std::vector<Device> all_devices() {
   std::vector<Device> v;
-  for (const BackendRow *r : backend_rows())
-    v.push_back(r->device);
+  for (size_t i = 0; i < backend_rows().size(); ++i)
+    v.push_back(Device(i));
   return v;
 }
 
 // Every row's name (making a backend not in this build says so), listing those built.
 Device parse_device(const std::string &s) {
   std::string listed;
-  for (const BackendRow *r : backend_rows()) {
+  const std::vector<const BackendRow *> &rows = backend_rows();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const BackendRow *r = rows[i];
     if (s == r->name)
-      return r->device;
+      return Device(i);
     if (built(*r))
       listed += (listed.empty() ? "" : ", ") + std::string(r->name);
   }

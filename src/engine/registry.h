@@ -1,7 +1,7 @@
 // The backends, found by device: each one's row (model/backend.h: BackendRow), declared in its own
 // folder and listed once in registry.cpp. Engine, resolve_run_options, the benchmark and every
 // name, help text and refusal of a device read these rows and nothing else about a device; a new
-// backend is a folder of its own and one line in registry.cpp.
+// backend is a folder of its own and one line in registry.cpp (its place there is its Device).
 #pragma once
 
 #include <memory>

@@ -53,7 +53,6 @@ struct Refusal {
 
 // A device as the library knows it: every word and check about a device comes from its row.
 struct BackendRow {
-  Device device;
   const char *name;                  // --device's value, JSON's "device" ("cpu")
   const char *what;                  // for help texts ("this machine's cores")
   std::vector<Precision> precisions; // what its GEMMs run

@@ -43,65 +43,44 @@ void check_keys(const std::string &path, const json &j) {
                 " is not a model this engine runs (\"" + kModelType + "\")");
 }
 
-struct FeatureMapRow {
-  FeatureMapKind kind;
-  const char *name;
-  std::vector<const char *> parameters; // config.json's keys for it beside "kind"
-};
-
-// The feature maps this engine computes and the parameters of each, as fast-transformers' classes
-// take them; "orthogonal", "redraw" and "deterministic_eval" say how omega was drawn in training,
-// which does not change what a stored omega computes: taken, not used.
-const FeatureMapRow kFeatureMaps[] = {
-    {FeatureMapKind::EluPlusOne, "elu+1", {}},
-    {FeatureMapKind::Relu, "relu", {}},
-    {FeatureMapKind::RandomFourier, "random_fourier", {"n_dims", "softmax_temp"}},
-    {FeatureMapKind::SmoothedRandomFourier,
-     "smoothed_random_fourier",
-     {"n_dims", "softmax_temp", "smoothing"}},
-    {FeatureMapKind::Favor, "favor", {"n_dims", "softmax_temp", "stabilize"}},
-    {FeatureMapKind::GeneralizedRandom,
-     "generalized_random",
-     {"n_dims", "softmax_temp", "kernel_fn"}},
-};
+// "orthogonal", "redraw" and "deterministic_eval" say how a random map's omega was drawn in
+// training, which does not change what a stored omega computes: taken, not used.
 constexpr const char *kDrawingKeys[] = {"orthogonal", "redraw", "deterministic_eval"};
 
-const FeatureMapRow &row_of(FeatureMapKind k) {
-  for (const FeatureMapRow &r : kFeatureMaps)
-    if (r.kind == k)
-      return r;
-  throw Error("unknown feature map kind");
+bool takes(const FeatureMapTraits &row, const std::string &key) {
+  for (const char *p : row.parameters)
+    if (p && key == p)
+      return true;
+  return false;
 }
 
 std::string feature_map_names() {
   std::string all;
-  for (const FeatureMapRow &r : kFeatureMaps)
+  for (const FeatureMapTraits &r : kFeatureMaps)
     all += std::string(all.empty() ? "" : ", ") + r.name;
   return all;
 }
 
 // The row of feature_map's "kind".
-const FeatureMapRow &row_of_kind(const std::string &where, const json &j) {
+const FeatureMapTraits &row_of_kind(const std::string &where, const json &j) {
   if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string())
     throw Error(where + " must be an object with a \"kind\" (" + feature_map_names() + ")");
   const std::string kind = j["kind"].get<std::string>();
-  for (const FeatureMapRow &r : kFeatureMaps)
+  for (const FeatureMapTraits &r : kFeatureMaps)
     if (kind == r.name)
       return r;
   throw Error(where + " \"" + short_text(kind) + "\" is not supported (" + feature_map_names() +
               ")");
 }
 
-// Every key of feature_map is its kind, one of the row's parameters or, where it has any, a
+// Every key of feature_map is its kind, one of the row's parameters or, for a random map, a
 // drawing key.
-void check_feature_map_keys(const std::string &where, const json &j, const FeatureMapRow &row) {
+void check_feature_map_keys(const std::string &where, const json &j, const FeatureMapTraits &row) {
   for (const auto &item : j.items()) {
     const std::string &key = item.key();
     const bool known =
-        key == "kind" ||
-        std::find_if(row.parameters.begin(), row.parameters.end(),
-                     [&](const char *p) { return key == p; }) != row.parameters.end() ||
-        (!row.parameters.empty() &&
+        key == "kind" || takes(row, key) ||
+        (!row.elementwise &&
          std::find_if(std::begin(kDrawingKeys), std::end(kDrawingKeys),
                       [&](const char *p) { return key == p; }) != std::end(kDrawingKeys));
     if (!known)
@@ -123,12 +102,10 @@ void parse_random_parameters(const std::string &where, const json &j, int d_head
   if (j.contains("n_dims") && !j["n_dims"].is_number_integer())
     throw Error(where + " \"n_dims\" must be a whole number (got " +
                 short_text(j["n_dims"].dump()) + ")");
-  fm.n_dims =
-      int(number("n_dims", d_head, fm.kind == FeatureMapKind::SmoothedRandomFourier ? 3 : 2, 4096));
+  const FeatureMapTraits &t = feature_map_traits(fm.kind);
+  fm.n_dims = int(number("n_dims", d_head, t.min_n_dims, 4096));
   // the library's defaults: 1/sqrt(d_head), but 1 for GeneralizedRandomFeatures
-  fm.softmax_temp = number(
-      "softmax_temp", fm.kind == FeatureMapKind::GeneralizedRandom ? 1.0 : 1 / std::sqrt(d_head),
-      1e-30, 1e6);
+  fm.softmax_temp = number("softmax_temp", t.unit_temp ? 1.0 : 1 / std::sqrt(d_head), 1e-30, 1e6);
   if (!(fm.softmax_temp > 0))
     throw Error(where + " \"softmax_temp\" must be positive");
   fm.smoothing = number("smoothing", 1.0, 0, 1e6);
@@ -151,7 +128,7 @@ void parse_random_parameters(const std::string &where, const json &j, int d_head
 // config.json's "feature_map": {"kind": ..., parameters}, the library's defaults filled in.
 FeatureMap parse_feature_map(const std::string &path, const json &j, int d_head) {
   const std::string where = path + ": feature_map";
-  const FeatureMapRow &row = row_of_kind(where, j);
+  const FeatureMapTraits &row = row_of_kind(where, j);
   check_feature_map_keys(where, j, row);
   FeatureMap fm;
   fm.kind = row.kind;
@@ -166,16 +143,17 @@ json feature_map_json(const FeatureMap &fm) {
     return j;
   j["n_dims"] = fm.n_dims;
   j["softmax_temp"] = fm.softmax_temp;
-  if (fm.kind == FeatureMapKind::SmoothedRandomFourier)
+  const FeatureMapTraits &t = feature_map_traits(fm.kind);
+  if (takes(t, "smoothing"))
     j["smoothing"] = fm.smoothing;
-  if (fm.kind == FeatureMapKind::GeneralizedRandom)
+  if (takes(t, "kernel_fn"))
     j["kernel_fn"] = feature_map_name(fm.kernel_fn);
   return j;
 }
 
 } // namespace
 
-const char *feature_map_name(FeatureMapKind k) { return row_of(k).name; }
+const char *feature_map_name(FeatureMapKind k) { return feature_map_traits(k).name; }
 
 namespace {
 

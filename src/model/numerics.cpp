@@ -19,9 +19,11 @@ template <class E> struct Row {
 
 constexpr Row<Precision> kPrecisions[] = {
     {Precision::Fp32, "fp32", "fp32", "exact reference"},
-    {Precision::Bf16, "bf16", "bf16", "bfloat16 inputs, fp32 sums"},
-    {Precision::Int8, "int8", "int8", "int8 weights and inputs, int32 sums"},
-    {Precision::Tf32, "tf32", "or tf32 on cuda", "cuda"}};
+    {Precision::Bf16, "bf16", "bf16",
+     "weights, biases and GEMM inputs rounded to bfloat16, fp32 sums"},
+    {Precision::Int8, "int8", "int8",
+     "int8 weights and inputs scaled per row, int32 sums; the head in fp32"},
+    {Precision::Tf32, "tf32", "or tf32 on cuda", "TF32 tensor cores; cuda"}};
 // bf16's kernels run (the study of docs/STATE.md measures it), but the engine refuses it: with 8
 // bits of mantissa a running sum loses the increments of later positions.
 constexpr Row<StateFormat> kStates[] = {

@@ -45,8 +45,13 @@ j['emulated_kernels'][0]['launches_per_step'] > 0" && ok || bad "bench's JSON on
       bad "rounding passes: $(rounds "$work/b-written.json") written, $(rounds "$work/b-rounded.json") rounded"
     TARNN_BF16_INPUTS=fp32 "$TARNN" bench --device cuda --model "$SMALL" --batch 4 --steps 2 \
       --precision bf16 >"$work/out" 2>"$work/err"
-    [ $? -ne 0 ] && [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q "TARNN_BF16_INPUTS=fp32: not a path" "$work/err" &&
+    [ $? -ne 0 ] && [ "$(wc -l <"$work/err")" -eq 1 ] &&
+      grep -qF "TARNN_BF16_INPUTS=fp32: not a path for bf16 GEMMs' inputs (rounded; unset: the engine's)" "$work/err" &&
       ok || bad "TARNN_BF16_INPUTS=fp32: $(cat "$work/err")"
+    TARNN_GEMM=fast "$TARNN" bench --device cuda --model "$SMALL" --batch 4 --steps 2 >"$work/out" 2>"$work/err"
+    [ $? -ne 0 ] && [ "$(wc -l <"$work/err")" -eq 1 ] &&
+      grep -qF "TARNN_GEMM=fast: not a GEMM path (cublas, unfused; unset: the engine's)" "$work/err" &&
+      ok || bad "TARNN_GEMM=fast: $(cat "$work/err")"
   fi
 else
   reason=$(cat "$work/err")

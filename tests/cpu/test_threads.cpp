@@ -1,4 +1,4 @@
-// src/cpu/threads.h: every index runs once per call, on its own thread, call after call; the
+// src/cpu/threads.h: every task runs once per call, on its own thread, call after call; the
 // first failure comes back to the caller and the team stays usable; a pool lends its teams again.
 // src/cpu/cores.h: the cores this process may use, from its affinity and cgroup quota files.
 #include <atomic>
@@ -26,7 +26,7 @@ TEST(WorkerTeam, EveryIndexOncePerRunOnItsOwnThread) {
     for (int run = 0; run < (spin ? 200 : 2000); ++run) {
       std::atomic<int> count[3] = {0, 0, 0};
       std::thread::id ids[3];
-      team.run([&](int i) {
+      team.run(3, [&](int i) {
         ++count[i];
         ids[i] = std::this_thread::get_id();
       });
@@ -38,20 +38,47 @@ TEST(WorkerTeam, EveryIndexOncePerRunOnItsOwnThread) {
   }
 }
 
+// A run hands out the indices of its tasks only: a team of 4 given 2 tasks calls f for tasks 0
+// and 1, once each (a prefill's 39 rows make 2 slices of 16: a thread given an index past them
+// ran rows past the buffers), and a team given more tasks than threads runs every one once.
+TEST(WorkerTeam, RunsOnlyTheTasksItIsGiven) {
+  for (const bool spin : {true, false}) {
+    WorkerTeam team(4, spin);
+    for (const int tasks : {0, 1, 2, 4, 9}) {
+      std::atomic<int> count[9] = {};
+      team.run(tasks, [&](int i) {
+        ASSERT_TRUE(i >= 0 && i < tasks) << "task " << i << " of " << tasks;
+        ++count[i];
+      });
+      for (int i = 0; i < 9; ++i)
+        EXPECT_EQ(count[i], i < tasks ? 1 : 0)
+            << "task " << i << " of " << tasks << ", spin " << spin;
+    }
+    std::atomic<int> watched[3] = {};
+    team.run_watched(
+        2, [&](int i) { ++watched[i]; }, [] {});
+    EXPECT_EQ(watched[0] + watched[1] + watched[2], 2);
+    EXPECT_EQ(watched[0], 1);
+    EXPECT_EQ(watched[1], 1);
+  }
+}
+
 TEST(WorkerTeam, AFailureReachesTheCallerAndTheTeamGoesOn) {
   WorkerTeam team(2, true);
-  EXPECT_THROW(team.run([](int i) {
-    if (i == 1)
-      throw Error("helper failed");
-  }),
+  EXPECT_THROW(team.run(2,
+                        [](int i) {
+                          if (i == 1)
+                            throw Error("helper failed");
+                        }),
                Error);
-  EXPECT_THROW(team.run([](int i) {
-    if (i == 0)
-      throw std::runtime_error("caller failed");
-  }),
+  EXPECT_THROW(team.run(2,
+                        [](int i) {
+                          if (i == 0)
+                            throw std::runtime_error("caller failed");
+                        }),
                std::runtime_error);
   std::atomic<int> done{0};
-  team.run([&](int) { ++done; });
+  team.run(2, [&](int) { ++done; });
   EXPECT_EQ(done, 2);
 }
 
@@ -59,7 +86,7 @@ TEST(WorkerTeam, HelpersThatSleepWakeForTheNextRun) {
   WorkerTeam team(2, false); // no spin: a helper sleeps as soon as its call is done
   std::atomic<int> done{0};
   for (int run = 0; run < 100; ++run)
-    team.run([&](int) { ++done; });
+    team.run(2, [&](int) { ++done; });
   EXPECT_EQ(done, 200);
 }
 
@@ -77,7 +104,7 @@ TEST(TeamPool, LendsTheSameTeamAgainAndNewOnesWhenBusy) {
   const auto again = pool.lend(2); // one of the two, back in the pool
   EXPECT_TRUE(again.get() == first || again.get() == second);
   std::atomic<int> done{0};
-  again->run([&](int) { ++done; });
+  again->run(again->size(), [&](int) { ++done; });
   EXPECT_EQ(done, 2);
 }
 
@@ -173,33 +200,31 @@ TEST(Cores, ThisProcessesAreItsAffinity) {
   }
 }
 
-// run_watched: the helpers run f(1) .. f(n - 1), each once on its own thread, while the caller
+// run_watched: the helpers run f(0) .. f(n - 2), each once on its own thread, while the caller
 // runs none of f and calls watch() (at least once: a job's progress); a failure of f comes back
 // to the caller, and the team stays usable.
 TEST(WorkerTeam, WatchedRunLeavesTheCallerToWatch) {
   for (const bool spin : {true, false}) {
     WorkerTeam team(4, spin);
     for (int run = 0; run < 50; ++run) {
-      std::atomic<int> count[4] = {0, 0, 0, 0};
-      std::thread::id ids[4];
+      std::atomic<int> count[3] = {0, 0, 0};
+      std::thread::id ids[3];
       int watched = 0;
       team.run_watched(
+          3,
           [&](int i) {
             ++count[i];
             ids[i] = std::this_thread::get_id();
           },
-          [&] {
-            ++watched;
-            EXPECT_EQ(count[0], 0);
-          });
-      ASSERT_EQ(count[0], 0);
-      for (int i = 1; i < 4; ++i)
+          [&] { ++watched; });
+      for (int i = 0; i < 3; ++i)
         ASSERT_EQ(count[i], 1) << "run " << run << ", spin " << spin;
       EXPECT_GE(watched, 1);
-      ASSERT_EQ(std::set<std::thread::id>(ids + 1, ids + 4).size(), 3u);
-      EXPECT_EQ(std::set<std::thread::id>(ids + 1, ids + 4).count(std::this_thread::get_id()), 0u);
+      ASSERT_EQ(std::set<std::thread::id>(ids, ids + 3).size(), 3u);
+      EXPECT_EQ(std::set<std::thread::id>(ids, ids + 3).count(std::this_thread::get_id()), 0u);
     }
     EXPECT_THROW(team.run_watched(
+                     3,
                      [](int i) {
                        if (i == 2)
                          throw std::runtime_error("helper 2");
@@ -207,7 +232,8 @@ TEST(WorkerTeam, WatchedRunLeavesTheCallerToWatch) {
                      [] {}),
                  std::runtime_error);
     std::atomic<int> after{0};
-    team.run_watched([&](int) { ++after; }, [] {});
+    team.run_watched(
+        3, [&](int) { ++after; }, [] {});
     EXPECT_EQ(after, 3);
   }
 }
