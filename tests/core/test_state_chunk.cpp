@@ -43,16 +43,18 @@ RunOptions options(int64_t batch, int threads, StateFormat state, bool prefill =
   return o;
 }
 
-// Sampled, then scored (prefilled and stepped), in one format, with the chunk `c` (null: unset).
+// Sampled (unless given), then scored (prefilled and stepped), in one format, with the chunk `c`
+// (null: unset).
 struct Outputs {
   ImageSet images;
   std::vector<double> scored, stepped;
 };
 Outputs run(const char *c, StateFormat f, const ImageSet *given = nullptr) {
   std::unique_ptr<Chunk> chunk(c ? new Chunk(c) : nullptr);
-  Engine e(model(), options(3, 1, f)), steps(model(), options(3, 1, f, false));
+  Engine e(model(), options(2, 1, f)), steps(model(), options(2, 1, f, false));
   Outputs r;
-  r.images = sample_images(e, 3, 21);
+  if (!given) // else the images given are scored
+    r.images = sample_images(e, 2, 21);
   const ImageSet &s = given ? *given : r.images;
   r.scored = score_images(e, s);
   r.stepped = score_images(steps, s);
@@ -109,10 +111,11 @@ TEST(StateChunk, CpuPathEqualsThePlainReference) {
 }
 
 // fp32 storage: S_c0 plus the chunk's terms in position order is what the steps stored, so every
-// chunk length gives the bits of the path written every position; C = 1 is that path.
+// chunk length gives the bits of the path written every position (here C = 5: its chunks end
+// where fp16's scale does not, and the last of 783 positions is mid-chunk); C = 1 is that path.
 TEST(StateChunk, Fp32ChunkedIsThePathWrittenEveryPositionToTheBit) {
   const Outputs want = run(nullptr, StateFormat::Fp32);
-  for (const char *c : {"1", "4", "5", "16"}) {
+  for (const char *c : {"1", "5"}) {
     const Outputs got = run(c, StateFormat::Fp32);
     EXPECT_EQ(got.images.bytes, want.images.bytes) << "C = " << c;
     EXPECT_EQ(got.scored, want.scored) << "C = " << c;
@@ -141,11 +144,11 @@ TEST(StateChunk, Fp16ChunkedWithinABoundOfThePathWrittenEveryPosition) {
 
 TEST(StateChunk, SameImagesForAnyBatchAndThreadCount) {
   const Chunk chunk("4");
-  Engine a(model(), options(6, 1, StateFormat::Fp16)), b(model(), options(1, 1, StateFormat::Fp16)),
-      c(model(), options(4, 2, StateFormat::Fp16));
-  const ImageSet want = sample_images(a, 6, 11);
-  EXPECT_EQ(sample_images(b, 6, 11).bytes, want.bytes);
-  EXPECT_EQ(sample_images(c, 6, 11).bytes, want.bytes);
+  Engine a(model(), options(4, 1, StateFormat::Fp16)), b(model(), options(1, 1, StateFormat::Fp16)),
+      c(model(), options(3, 2, StateFormat::Fp16));
+  const ImageSet want = sample_images(a, 4, 11);
+  EXPECT_EQ(sample_images(b, 4, 11).bytes, want.bytes);
+  EXPECT_EQ(sample_images(c, 4, 11).bytes, want.bytes);
   EXPECT_EQ(score_images(b, want), score_images(c, want));
 }
 
