@@ -159,6 +159,65 @@ TARNN_HD float attention_phase2(int j, int d, int features, float v_j, const flo
   }
 }
 
+// One head of one image at position t with the state's write deferred over chunks of C positions
+// (docs/SPEC.md, "The state in chunks"), on S_c0 already widened to fp32 (`S`, F x d, changed in
+// place) and the stored z (`z`), with `buffer` after it: phi(k) [F] then v [d] of the chunk's
+// m = t - c0 positions before t. Each cell gets the chunk's terms in position order, t's last, each
+// added as state_cell adds it, then is read into the numerator: with C = 1, or S in fp32 for any
+// C, the very operations of linear_attention_update. last (t ends its chunk): z is stored (S is
+// the caller's to store, rounded once); else phi(k_t) and v_t join the buffer.
+TARNN_HD void chunked_update(const float *fq, const float *fk, const float *v, float *S, float *z,
+                             float *buffer, float *out, int d, int n, int m, bool last) {
+  const size_t entry = size_t(n) + size_t(d);
+  float den = 0.0f;
+  for (int j = 0; j < d; ++j)
+    out[j] = 0.0f; // the numerators until the last loop
+  for (int i = 0; i < n; ++i) {
+    float z_i = z[i];
+    for (int p = 0; p < m; ++p)
+      z_i = z_i + buffer[size_t(p) * entry + size_t(i)];
+    normaliser_cell(z_i, fk[i], fq[i], den);
+    if (last)
+      z[i] = z_i;
+    float *row = S + size_t(i) * d;
+    for (int p = 0; p < m; ++p) { // earlier positions first, each cell's sum in position order
+      const float k = buffer[size_t(p) * entry + size_t(i)], *vp = buffer + size_t(p) * entry + n;
+      for (int j = 0; j < d; ++j)
+        row[j] = row[j] + k * vp[j];
+    }
+    for (int j = 0; j < d; ++j)
+      state_cell(row[j], fk[i], v[j], fq[i], out[j]);
+  }
+  if (!last) {
+    float *b = buffer + size_t(m) * entry;
+    for (int i = 0; i < n; ++i)
+      b[i] = fk[i];
+    for (int j = 0; j < d; ++j)
+      b[n + j] = v[j];
+  }
+  for (int j = 0; j < d; ++j)
+    out[j] = attention_out(out[j], den);
+}
+
+// The same on a head's state block as stored (state_format.h: S in format F, z, the buffer), the
+// plain reference: S widened cell by cell into `wide` (F x d floats) with the exponent it was
+// stored with, and rounded back once, with e(t), where t ends its chunk.
+template <StateFormat F>
+void chunked_attention_update(const float *fq, const float *fk, const float *v, void *block,
+                              float *out, int d, int n, int t, int C, float *wide) {
+  const int m = t % C;
+  const bool last = m == C - 1;
+  const size_t cells = size_t(n) * d;
+  float *z = reinterpret_cast<float *>(static_cast<char *>(block) + state_s_bytes(n, d, F));
+  const int e_in = stored_scale_exponent<F>(t - 1, C);
+  for (size_t c = 0; c < cells; ++c)
+    wide[c] = load_state<F>(block, c, e_in);
+  chunked_update(fq, fk, v, wide, z, z + n, out, d, n, m, last);
+  if (last)
+    for (size_t c = 0; c < cells; ++c)
+      store_state<F>(block, c, wide[c], state_scale_exponent<F>(t));
+}
+
 // Whether a kernel may keep column j in registers: the paper's d_head and an elementwise map (S
 // square, F = d).
 TARNN_HD bool register_path(const PhiMap &m) { return m.d == kRegisterDHead && m.elementwise; }

@@ -176,8 +176,18 @@ template <StateFormat F> TARNN_HD int state_scale_exponent(int t) {
     ++e;
   return e;
 }
+// The exponent S is stored with once position t is done, with the write deferred over chunks of
+// `chunk` positions: e(t) where t ends its chunk, else e of the position before the chunk's first
+// (S is then as that position left it; the chunk's terms are in the buffer).
+template <StateFormat F> TARNN_HD int stored_scale_exponent(int t, int chunk) {
+  const int m = t < 0 ? 0 : t % chunk;
+  return state_scale_exponent<F>(m == chunk - 1 ? t : t - m - 1);
+}
 TARNN_HD int state_scale_exponent(StateFormat f, int t) {
   return dispatch(f, [t](auto F) { return state_scale_exponent<F>(t); });
+}
+TARNN_HD int stored_scale_exponent(StateFormat f, int t, int chunk) {
+  return dispatch(f, [t, chunk](auto F) { return stored_scale_exponent<F>(t, chunk); });
 }
 
 // x rounded to what format F stores with exponent e: the value the next position will read.
@@ -202,12 +212,21 @@ template <StateFormat F> TARNN_HD void store_state(void *S, size_t i, float x, i
 TARNN_HD size_t state_s_bytes(int features, int d, StateFormat f) {
   return (size_t(features) * d * size_t(state_element_size(f)) + 3) / 4 * 4;
 }
-TARNN_HD size_t state_block_bytes(int features, int d, StateFormat f) {
-  return state_s_bytes(features, d, f) + size_t(features) * sizeof(float);
+// With the state's write deferred over chunks of `chunk` positions (docs/SPEC.md, "The state in
+// chunks"; 1: written every position, no buffer), the block ends with the chunk's buffer: phi(k)
+// then v (F + d floats) of each of the chunk's first chunk - 1 positions, in fp32 whatever the
+// format. The block is an image's whole state at any position, so a copy of it resumes exactly.
+TARNN_HD size_t state_chunk_bytes(int features, int d, int chunk) {
+  return size_t(chunk > 1 ? chunk - 1 : 0) * (size_t(features) + size_t(d)) * sizeof(float);
+}
+TARNN_HD size_t state_block_bytes(int features, int d, StateFormat f, int chunk = 1) {
+  return state_s_bytes(features, d, f) + size_t(features) * sizeof(float) +
+         state_chunk_bytes(features, d, chunk);
 }
 TARNN_HD size_t state_block_offset(int image, int layer, int head, int n_layers, int n_heads,
-                                   int features, int d, StateFormat f) {
-  return ((size_t(image) * n_layers + layer) * n_heads + head) * state_block_bytes(features, d, f);
+                                   int features, int d, StateFormat f, int chunk = 1) {
+  return ((size_t(image) * n_layers + layer) * n_heads + head) *
+         state_block_bytes(features, d, f, chunk);
 }
 
 // (host code) The largest |S| held by `blocks` consecutive state blocks (an image's layers and
@@ -216,8 +235,8 @@ TARNN_HD size_t state_block_offset(int image, int layer, int head, int n_layers,
 // bits of a 16-bit float's magnitude order as its values do, so it is a max over integers, and one
 // conversion.
 template <StateFormat F>
-float largest_state(const void *state, size_t blocks, int features, int d, int e) {
-  const size_t n = size_t(features) * d, block = state_block_bytes(features, d, F);
+float largest_state(const void *state, size_t blocks, int features, int d, int e, int chunk = 1) {
+  const size_t n = size_t(features) * d, block = state_block_bytes(features, d, F, chunk);
   const auto *bytes = static_cast<const unsigned char *>(state);
   using Storage = StorageOf<F>;
   if constexpr (kStoredAsFloat<F>) {
@@ -239,8 +258,9 @@ float largest_state(const void *state, size_t blocks, int features, int d, int e
   }
 }
 inline float largest_state(const void *state, size_t blocks, int features, int d, StateFormat f,
-                           int e) {
-  return dispatch(f, [&](auto F) { return largest_state<F>(state, blocks, features, d, e); });
+                           int e, int chunk = 1) {
+  return dispatch(f,
+                  [&](auto F) { return largest_state<F>(state, blocks, features, d, e, chunk); });
 }
 
 } // namespace tarnn

@@ -71,9 +71,16 @@ Device parse_device(const std::string &s);
 Precision parse_precision(const std::string &s);
 StateFormat parse_state_format(const std::string &s);
 
+// The chunk of positions over which linear attention defers the state's write (docs/SPEC.md, "The
+// state in chunks"): TARNN_STATE_CHUNK, 1 to kMaxStateChunk (unset: 1, S and z written at every
+// position, the engine's path); anything else is an Error naming the variable. A switch for
+// comparisons, read wherever a state is laid out (docs/ENVIRONMENT.md).
+constexpr int kMaxStateChunk = 16;
+int state_chunk();
+
 // The bytes of the state of one image: S (d_head^2, in the format) and z (d_head, fp32) of every
-// layer and head, constant in the position. The one place a state's size is computed
-// (kernels/state_format.h lays it out).
+// layer and head, and the chunk's buffer (state_chunk), constant in the position. The one place a
+// state's size is computed (kernels/state_format.h lays it out).
 int64_t state_bytes_per_image(const Config &c, StateFormat s);
 
 // Whether the model attends by softmax (config.json "attention": "softmax"): it keeps the keys and

@@ -252,12 +252,12 @@ __attribute__((target("avx512f"))) void update_fp16_avx512(const float *fq, cons
 template <bool kAvx512, StateFormat F>
 __attribute__((always_inline)) inline void
 attention_body(const float *qkv, void *state, float *att, int rows, int layer, int n_layers,
-               int n_heads, const PhiMap &m, int t, bool one_state, int h0, int h1) {
+               int n_heads, const PhiMap &m, int t, int chunk, bool one_state, int h0, int h1) {
   const int d = m.d, n = m.features, A = n_heads * d;
-  const size_t block = state_block_bytes(n, d, F), s_bytes = state_s_bytes(n, d, F);
+  const size_t block = state_block_bytes(n, d, F, chunk), s_bytes = state_s_bytes(n, d, F);
   float fq[kMaxFeatures], fk[kMaxFeatures]; // phi of one head's q and k: no allocation per step
   thread_local std::vector<float> wide;     // a 16-bit block's S in fp32
-  if constexpr (!kStoredAsFloat<F>)
+  if (!kStoredAsFloat<F> || chunk > 1)      // a chunk keeps S as stored until its last position
     wide.resize(size_t(n) * d);
   const bool whole_row = kAvx512 && m.kind == FeatureMapKind::EluPlusOne && h0 == 0 &&
                          h1 == n_heads && 2 * A <= kMaxFeatures;
@@ -283,14 +283,24 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
         phi_features(m, q + A + h * d, fk);
       }
       char *at = static_cast<char *>(state) +
-                 state_block_offset(one_state ? 0 : r, layer, h, n_layers, n_heads, n, d, F);
+                 state_block_offset(one_state ? 0 : r, layer, h, n_layers, n_heads, n, d, F, chunk);
       if (!one_state && r + 1 < rows) { // the next image's block of this head, while this one runs
         const char *next = static_cast<const char *>(state) +
-                           state_block_offset(r + 1, layer, h, n_layers, n_heads, n, d, F);
+                           state_block_offset(r + 1, layer, h, n_layers, n_heads, n, d, F, chunk);
         for (size_t b = 0; b < block; b += 64)
           __builtin_prefetch(next + b, /*write*/ 1, /*keep*/ 3);
       }
       float *z = reinterpret_cast<float *>(at + s_bytes);
+      if (chunk > 1) { // the write deferred (linear_attention.h: chunked_update), S widened
+        const int m = position % chunk;
+        widen_state<kAvx512, F>(at, wide.data(), n * d,
+                                stored_scale_exponent<F>(position - 1, chunk));
+        chunked_update(fq, fk, q + 2 * A + h * d, wide.data(), z, z + n,
+                       att + size_t(r) * A + h * d, d, n, m, m == chunk - 1);
+        if (m == chunk - 1)
+          narrow_state<kAvx512, F>(wide.data(), at, n * d, state_scale_exponent<F>(position));
+        continue;
+      }
       const bool square32 = d == 32 && n == 32; // the paper's d_head, S square
       if constexpr (kAvx512 && F == StateFormat::Fp16)
         if (square32) { // S converted row by row in registers, no scratch
@@ -318,11 +328,12 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
 template <bool kAvx512>
 __attribute__((always_inline)) inline void
 attention_any(const float *qkv, void *state, float *att, int rows, int layer, int n_layers,
-              int n_heads, const PhiMap &m, StateFormat f, int t, bool one_state, int h0, int h1) {
+              int n_heads, const PhiMap &m, StateFormat f, int t, int chunk, bool one_state, int h0,
+              int h1) {
   dispatch(
       f, [&](auto F) __attribute__((always_inline)) {
-        attention_body<kAvx512, F>(qkv, state, att, rows, layer, n_layers, n_heads, m, t, one_state,
-                                   h0, h1);
+        attention_body<kAvx512, F>(qkv, state, att, rows, layer, n_layers, n_heads, m, t, chunk,
+                                   one_state, h0, h1);
       });
 }
 
@@ -340,9 +351,9 @@ __attribute__((always_inline)) inline void convert_any(const float *from, void *
 
 #define TARNN_ATTENTION_ARGS                                                                       \
   (const float *qkv, void *state, float *att, int rows, int layer, int n_layers, int n_heads,      \
-   const PhiMap &m, StateFormat f, int t, bool one_state, int h0, int h1)
+   const PhiMap &m, StateFormat f, int t, int chunk, bool one_state, int h0, int h1)
 #define TARNN_ATTENTION_CALL                                                                       \
-  (qkv, state, att, rows, layer, n_layers, n_heads, m, f, t, one_state, h0, h1)
+  (qkv, state, att, rows, layer, n_layers, n_heads, m, f, t, chunk, one_state, h0, h1)
 #define TARNN_CONVERT_ARGS                                                                         \
   (const float *from, void *to, const void *in, float *out, size_t n, StateFormat f, int e)
 #define TARNN_CONVERT_CALL (from, to, in, out, n, f, e)
@@ -475,16 +486,16 @@ void widen_state_rows(const void *S, float *s, size_t n, StateFormat f, int e) {
 }
 
 void linear_attention_rows(const float *qkv, void *state, StateFormat f, int t, float *att,
-                           int rows, int layer, const Config &c, const PhiMap &m) {
+                           int rows, int layer, const Config &c, const PhiMap &m, int chunk) {
   static const auto run = cpu_pick(&attention_avx512, &attention_avx2, &attention_portable);
-  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, m, f, t, false, 0, c.n_heads);
+  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, m, f, t, chunk, false, 0, c.n_heads);
 }
 
 void linear_attention_positions(const float *qkv, void *state, StateFormat f, int t, float *att,
                                 int rows, int layer, const Config &c, const PhiMap &m, int h0,
-                                int h1) {
+                                int h1, int chunk) {
   static const auto run = cpu_pick(&attention_avx512, &attention_avx2, &attention_portable);
-  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, m, f, t, true, h0, h1);
+  run(qkv, state, att, rows, layer, c.n_layers, c.n_heads, m, f, t, chunk, true, h0, h1);
 }
 
 // A prefill's ops split their work over the team where there is enough of it: the GEMMs and
@@ -508,7 +519,8 @@ void PrefillOps::linear(const LinearWeights &l, const float *x, float *y, int ro
 void PrefillOps::attention(int layer, int rows) {
   split(c_.n_heads, 1, [&](int h0, int h1) {
     linear_attention_positions(b_.qkv, b_.state, b_.state_format, b_.params->t, b_.att, rows, layer,
-                               c_, phi_map(c_, w_.layers[size_t(layer)].omega), h0, h1);
+                               c_, phi_map(c_, w_.layers[size_t(layer)].omega), h0, h1,
+                               b_.state_chunk);
   });
 }
 

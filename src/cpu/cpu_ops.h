@@ -48,9 +48,10 @@ struct CpuKernels {
 // z += phi(k), att = phi(q)^T S / (phi(q)^T z + eps) (tarnn_math.h: linear_attention_step).
 // The AVX-512 or AVX2 build of the loop where the CPU has it; the same bits either way.
 // S is stored in format f (kernels/state_format.h), then z; t is the position; m the layer's
-// feature map (kernels/feature_map.h).
+// feature map (kernels/feature_map.h); chunk > 1: the state's write deferred over chunks of that
+// many positions (linear_attention.h: chunked_attention_update, the plain reference).
 void linear_attention_rows(const float *qkv, void *state, StateFormat f, int t, float *att,
-                           int rows, int layer, const Config &c, const PhiMap &m);
+                           int rows, int layer, const Config &c, const PhiMap &m, int chunk = 1);
 
 // n elements of S rounded into format f's storage with exponent e (times 2^-e: fp16), and widened
 // back to floats (times 2^e): the conversions
@@ -64,7 +65,7 @@ public:
   using HostOps::HostOps;
   void attention(int layer, int rows) {
     linear_attention_rows(b_.qkv, b_.state, b_.state_format, b_.params->t, b_.att, rows, layer, c_,
-                          phi_map(c_, w_.layers[size_t(layer)].omega));
+                          phi_map(c_, w_.layers[size_t(layer)].omega), b_.state_chunk);
   }
 };
 
@@ -74,7 +75,7 @@ public:
 // Heads [h0, h1) only: the heads are independent, so a team may split them.
 void linear_attention_positions(const float *qkv, void *state, StateFormat f, int t, float *att,
                                 int rows, int layer, const Config &c, const PhiMap &m, int h0,
-                                int h1);
+                                int h1, int chunk = 1);
 
 class WorkerTeam;
 

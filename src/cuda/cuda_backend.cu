@@ -712,6 +712,10 @@ public:
         bf16_inputs_(bf16_inputs_path(k)),
         gpu_((check_supported(m.config), gemm_inputs(o.precision)), gemm_path(k)),
         weights_(m.weights, o.precision) {
+    if (const int chunk = state_chunk(); chunk > 1) // its kernels write S and z every position
+      throw Error("TARNN_STATE_CHUNK=" + std::to_string(chunk) +
+                  ": the state's write deferred over chunks runs on the CPU only so far "
+                  "(docs/CUDA.md, the byte budget); unset it for --device cuda");
     // every layer's GEMM algorithm chosen and checked at every batch size now, not at its first
     // call (gemm.h: Gemm::prepare)
     auto prepare = [&](const LinearWeights &l, Act act, Gemm::Output y = Gemm::Output::Fp32) {

@@ -26,6 +26,7 @@ BatchLayout batch_layout(const Config &c, int64_t rows, StateFormat format, int6
   place(l.hid, n * c.d_ff * 4);
   place(l.o, n * c.d_out() * 4);
   l.state_format = format;
+  l.state_chunk = state_chunk();
   // a softmax model's "state" is its KV cache (full length): kept per image as S and z are
   l.state_row_bytes = state_rows > 0 ? size_t(memory_bytes_per_image(c, format)) : 0;
   l.state_bytes = size_t(state_rows) * l.state_row_bytes;
@@ -50,6 +51,7 @@ StepBuffers step_buffers(void *base, const BatchLayout &l) {
   b.rows = int(l.rows);
   b.state_format = l.state_format;
   b.state_row_bytes = l.state_row_bytes;
+  b.state_chunk = l.state_chunk;
   b.x = f(l.x), b.qkv = f(l.qkv), b.att = f(l.att), b.y = f(l.y), b.hid = f(l.hid), b.o = f(l.o);
   b.state = m + l.state;
   b.cur = u(l.cur), b.out = u(l.out), b.given = u(l.given), b.known = u(l.known);

@@ -22,6 +22,7 @@ struct BatchLayout {
          known = 0, log_prob = 0, keys = 0, params = 0, total = 0;
   StateFormat state_format = StateFormat::Fp32;
   size_t state_row_bytes = 0; // S and z (or the KV cache) of one image (memory_bytes_per_image)
+  int state_chunk = 1;        // the state written once a chunk of this many positions (state_chunk)
   size_t state_bytes = 0;     // of all rows with a state, no more
 };
 
@@ -38,6 +39,7 @@ struct StepBuffers {
   int rows = 0;                                 // capacity
   StateFormat state_format = StateFormat::Fp32; // how S is stored (kernels/state_format.h)
   size_t state_row_bytes = 0;                   // S and z of one image
+  int state_chunk = 1; // S and z written once a chunk of positions (numerics.h: state_chunk)
   float *x, *qkv, *att, *y, *hid, *o;
   void *state; // [rows] blocks of S in state_format, then z
   uint8_t *cur, *out, *given, *known;

@@ -1,6 +1,10 @@
 // include/tarnn/numerics.h: one row per value of each enum, the only place their names are spelled.
 #include "tarnn/numerics.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
 #include "../../kernels/state_format.h"
 #include "tarnn/error.h"
 
@@ -137,8 +141,23 @@ StateFormat parse_state_format(const std::string &s) {
   throw Error({param("state", s), ": not a state format (" + listed(kStates) + ")"});
 }
 
+int state_chunk() {
+  const char *v = std::getenv("TARNN_STATE_CHUNK");
+  if (!v || !*v)
+    return 1;
+  const std::string s = v;
+  if (s.size() <= 2 &&
+      std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    if (const int c = std::stoi(s); c >= 1 && c <= kMaxStateChunk)
+      return c;
+  throw Error("TARNN_STATE_CHUNK=" + s + ": not a chunk length (1 to " +
+              std::to_string(kMaxStateChunk) +
+              " positions; unset: 1, the state written at every position)");
+}
+
 int64_t state_bytes_per_image(const Config &c, StateFormat s) {
-  return int64_t(c.n_layers) * c.n_heads * int64_t(state_block_bytes(c.features(), c.d_head, s));
+  return int64_t(c.n_layers) * c.n_heads *
+         int64_t(state_block_bytes(c.features(), c.d_head, s, state_chunk()));
 }
 
 bool keeps_kv_cache(const Config &c) {

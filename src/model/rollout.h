@@ -47,8 +47,9 @@ template <class Ops> float largest_fp16_state(Ops &ops, const Config &c, int n, 
   if constexpr (HostMemory<Ops>::value) {
     const StepBuffers &b = ops.buffers();
     if (b.state_format == StateFormat::Fp16 && steps > 0)
-      return largest_state(b.state, size_t(n) * c.n_layers * c.n_heads, c.features(), c.d_head,
-                           b.state_format, state_scale_exponent(b.state_format, steps - 1));
+      return largest_state(
+          b.state, size_t(n) * c.n_layers * c.n_heads, c.features(), c.d_head, b.state_format,
+          stored_scale_exponent(b.state_format, steps - 1, b.state_chunk), b.state_chunk);
   }
   return 0.0f;
 }
