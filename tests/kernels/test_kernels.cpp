@@ -473,6 +473,15 @@ Case int8_rows_gelu_case() {
           }};
 }
 
+// A LayerNorm's outputs: x, then each element's bf16 copy less x rounded by bf16_bits where the
+// copy was written (`copied`), else 0 (the reference's, and the CPU form's, which has no copy).
+void append_norm(Outputs &o, const std::vector<float> &x, const std::vector<uint16_t> &x16,
+                 bool copied) {
+  o.f.insert(o.f.end(), x.begin(), x.end());
+  for (size_t i = 0; i < x.size(); ++i)
+    o.f.push_back(copied ? from_bf16(x16[i]) - from_bf16(bf16_bits(x[i])) : 0.0f);
+}
+
 // x = LayerNorm(x + y), and the final norm x = LayerNorm(x). The CPU's form takes 16 rows at a
 // time where the width is a multiple of 16 (37 rows of 64: two groups and five rows after). The
 // twin and the GPU kernel also write x's bf16 copy (for a bf16 GEMM after it): each element's
@@ -533,9 +542,7 @@ Case layernorm_case() {
                   copied = true;
                 }
 #endif
-                o.f.insert(o.f.end(), x.begin(), x.end());
-                for (size_t i = 0; i < x.size(); ++i)
-                  o.f.push_back(copied ? from_bf16(x16[i]) - from_bf16(bf16_bits(x[i])) : 0.0f);
+                append_norm(o, x, x16, copied);
               }
             return o;
           }};
@@ -598,9 +605,7 @@ Case layernorm_rows_case() {
                 copied = true;
               }
 #endif
-              o.f.insert(o.f.end(), x.begin(), x.end());
-              for (size_t i = 0; i < x.size(); ++i)
-                o.f.push_back(copied ? from_bf16(x16[i]) - from_bf16(bf16_bits(x[i])) : 0.0f);
+              append_norm(o, x, x16, copied);
             }
             return o;
           }};
