@@ -5,8 +5,8 @@
 // layernorm_row, so the two agree to float rounding of the mean and variance, not to the bit.
 //
 // The row kernel (launch_layernorm_rows) reads each row of x + y once into registers (rows up to
-// kLayerNormRegisterWidth wide), with the same sums in the same order as the kernel above, so the
-// same bits; where a second norm (w2, nb2) is given it normalizes the result again in registers
+// kLayerNormRegisterWidth wide), with residual_layernorm_kernel's sums in its order, so its
+// bits; where a second norm (w2, nb2) is given it normalizes the result again in registers
 // (the last layer's second LayerNorm, then the final one: one pass, not two), and it writes the
 // result in fp32 to out and in bf16 to out16, each where not null (the last pass's fp32 x has no
 // reader when the head's GEMM is bf16).
