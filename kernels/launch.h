@@ -19,14 +19,22 @@ void launch_embedding(float *x, const float *E, const float *P, const uint8_t *c
                       const StepParams *p, int rows, int d_model, cudaStream_t s,
                       bool positions = false);
 // state: S in format f (state_format.h), then z; p->t the position (of row 0, with positions);
-// m: the layer's phi (feature_map.h; its omega in device memory)
+// m: the layer's phi (feature_map.h; its omega in device memory); att16: the output written there
+// in bf16 (round_bf16.h's rule) instead of into att, for a bf16 GEMM, where not null
 void launch_linear_attention(const float *qkv, void *state, float *att, int rows, int layer,
                              int n_layers, int n_heads, const PhiMap &m, StateFormat f,
-                             const StepParams *p, cudaStream_t s, bool positions = false);
+                             const StepParams *p, cudaStream_t s, bool positions = false,
+                             uint16_t *att16 = nullptr);
 void launch_bias_act(float *y, const float *b, int rows, int n, Act a, cudaStream_t s);
 // x16: also x's bf16 copy (residual_layernorm.h), where not null
 void launch_residual_layernorm(float *x, const float *y, const float *w, const float *nb, int rows,
                                int n, cudaStream_t s, uint16_t *x16 = nullptr);
+// LayerNorm(x + y), then LayerNorm with (w2, nb2) where w2 is not null, each row read once (n <=
+// kLayerNormRegisterWidth, residual_layernorm.h); the result into out (fp32) and out16 (bf16),
+// each where not null; out may be x
+void launch_layernorm_rows(const float *x, const float *y, const float *w, const float *nb,
+                           const float *w2, const float *nb2, int rows, int n, float *out,
+                           uint16_t *out16, cudaStream_t s);
 void launch_sample_bytes(const float *o, int K, const uint8_t *given, const uint8_t *known, int T,
                          uint8_t *cur, uint8_t *out, double *log_prob, const StepParams *p,
                          int rows, cudaStream_t s);

@@ -9,10 +9,20 @@
 #include "cuda_util.h"
 #include "launch.h"
 #include "linear_attention.h"
+#include "round_bf16.h"
 
 namespace tarnn {
 
 namespace {
+
+// The attention's output at `at` as its reader takes it: with att16, the bf16 the out-projection's
+// bf16 GEMM reads (round_bf16.h's rule: the bits a rounding pass would write), else fp32.
+__device__ void store_att(float *att, uint16_t *att16, size_t at, float v) {
+  if (att16)
+    att16[at] = bf16_bits(v);
+  else
+    att[at] = v;
+}
 
 // DH > 0: d_head known at compile time (the paper's 32): the walk unrolls and the column of S
 // lives in registers from entry to the end. F: how S is stored (state_format.h).
@@ -21,7 +31,8 @@ namespace {
 template <int DH, StateFormat F>
 __global__ void __launch_bounds__(256, 4)
     linear_attention_kernel(const float *qkv, void *state, float *att, int rows, int layer,
-                            int n_layers, int n_heads, PhiMap m, const StepParams *p) {
+                            int n_layers, int n_heads, PhiMap m, const StepParams *p,
+                            uint16_t *att16) {
   const int d = DH > 0 ? DH : m.d, n = DH > 0 ? DH : m.features;
   const int t = StateTraits<F>::kScaled ? p->t : 0; // only a scaled format needs the position
   TARNN_DYNAMIC_SHARED(float, shared); // per pair: phi(q), phi(k), old z; F floats each
@@ -46,8 +57,8 @@ __global__ void __launch_bounds__(256, 4)
   __syncthreads(); // every thread reaches it: inactive ones only skip the work
   if (!active)
     return;
-  att[size_t(r) * A + h * d + j] =
-      attention_phase2<DH, F>(j, d, n, v_j, fq, fk, z_old, col, S, z, t);
+  store_att(att, att16, size_t(r) * A + h * d + j,
+            attention_phase2<DH, F>(j, d, n, v_j, fq, fk, z_old, col, S, z, t));
   if constexpr (DH > 0)
     col.store(j, S);
 }
@@ -60,7 +71,7 @@ template <int DH, StateFormat F>
 __global__ void __launch_bounds__(256)
     linear_attention_positions_kernel(const float *qkv, void *state, float *att, int rows,
                                       int layer, int n_layers, int n_heads, PhiMap m,
-                                      const StepParams *p) {
+                                      const StepParams *p, uint16_t *att16) {
   const int d = DH > 0 ? DH : m.d, n = DH > 0 ? DH : m.features;
   const int t0 = StateTraits<F>::kScaled ? p->t : 0; // row r is position t0 + r
   TARNN_DYNAMIC_SHARED(float, shared);               // phi(q), phi(k), old z; F floats each
@@ -82,8 +93,8 @@ __global__ void __launch_bounds__(256)
       attention_load<(DH > 0)>(j, qkv + size_t(r) * 3 * A, A, h, m, z, fq, fk, z_old, &v_j);
     __syncthreads();
     if (active)
-      att[size_t(r) * A + h * d + j] =
-          attention_phase2<DH, F>(j, d, n, v_j, fq, fk, z_old, col, S, z, t0 + r);
+      store_att(att, att16, size_t(r) * A + h * d + j,
+                attention_phase2<DH, F>(j, d, n, v_j, fq, fk, z_old, col, S, z, t0 + r));
     __syncthreads(); // z and the shared rows are read again for r + 1
   }
   if constexpr (DH > 0)
@@ -94,7 +105,8 @@ __global__ void __launch_bounds__(256)
 // Launches the step kernel (or, with `positions`, the positions kernel) for format F.
 template <StateFormat F>
 void launch(const float *qkv, void *state, float *att, int rows, int layer, int n_layers,
-            int n_heads, const PhiMap &m, const StepParams *p, cudaStream_t s, bool positions) {
+            int n_heads, const PhiMap &m, const StepParams *p, cudaStream_t s, bool positions,
+            uint16_t *att16) {
   const int d_head = m.d;
   const int dpad = (d_head + 31) / 32 * 32; // d_head <= 256 (Config::validate)
   const bool registers = register_path(m);
@@ -103,11 +115,9 @@ void launch(const float *qkv, void *state, float *att, int rows, int layer, int 
     if (registers)
       TARNN_LAUNCH((linear_attention_positions_kernel<kRegisterDHead, F>), unsigned(n_heads),
                    unsigned(dpad), smem, s)
-      (qkv, state, att, rows, layer, n_layers, n_heads, m, p);
-    else
-      TARNN_LAUNCH((linear_attention_positions_kernel<0, F>), unsigned(n_heads), unsigned(dpad),
-                   smem, s)
-      (qkv, state, att, rows, layer, n_layers, n_heads, m, p);
+    (qkv, state, att, rows, layer, n_layers, n_heads, m, p, att16);
+    else TARNN_LAUNCH((linear_attention_positions_kernel<0, F>), unsigned(n_heads), unsigned(dpad),
+                      smem, s)(qkv, state, att, rows, layer, n_layers, n_heads, m, p, att16);
     launch_check("linear_attention_positions_kernel");
     return;
   }
@@ -120,10 +130,9 @@ void launch(const float *qkv, void *state, float *att, int rows, int layer, int 
   const size_t smem = size_t(G) * 3 * m.features * sizeof(float);
   if (registers)
     TARNN_LAUNCH((linear_attention_kernel<kRegisterDHead, F>), blocks, block, smem, s)
-    (qkv, state, att, rows, layer, n_layers, n_heads, m, p);
-  else
-    TARNN_LAUNCH((linear_attention_kernel<0, F>), blocks, block, smem, s)
-    (qkv, state, att, rows, layer, n_layers, n_heads, m, p);
+  (qkv, state, att, rows, layer, n_layers, n_heads, m, p, att16);
+  else TARNN_LAUNCH((linear_attention_kernel<0, F>), blocks, block, smem,
+                    s)(qkv, state, att, rows, layer, n_layers, n_heads, m, p, att16);
   launch_check("linear_attention_kernel");
 }
 
@@ -131,11 +140,11 @@ void launch(const float *qkv, void *state, float *att, int rows, int layer, int 
 
 void launch_linear_attention(const float *qkv, void *state, float *att, int rows, int layer,
                              int n_layers, int n_heads, const PhiMap &m, StateFormat f,
-                             const StepParams *p, cudaStream_t s, bool positions) {
+                             const StepParams *p, cudaStream_t s, bool positions, uint16_t *att16) {
   if (rows <= 0) // an empty grid is a launch error
     return;
   dispatch(f, [&](auto F) {
-    launch<F>(qkv, state, att, rows, layer, n_layers, n_heads, m, p, s, positions);
+    launch<F>(qkv, state, att, rows, layer, n_layers, n_heads, m, p, s, positions, att16);
   });
 }
 

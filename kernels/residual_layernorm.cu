@@ -3,6 +3,7 @@
 // lane ends with the same value. Two passes over the row as layernorm_row does: the second
 // reads what the first wrote, from L1.
 #include <cmath>
+#include <string>
 
 #include "cuda_util.h"
 #include "launch.h"
@@ -49,7 +50,91 @@ __global__ void residual_layernorm_kernel(float *x, const float *y, const float 
   }
 }
 
+// LayerNorm of a row held K floats a lane (element lane + 32 k in v[k], 0 past n), in place:
+// residual_layernorm_kernel's sums in its order, so its bits.
+template <int K>
+__device__ void normalize_row(float (&v)[K], int lane, int n, const float *w, const float *nb) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (lane + 32 * k < n)
+      sum += v[k];
+  const float mean = warp_sum(sum) / static_cast<float>(n);
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (lane + 32 * k < n) {
+      const float c = v[k] - mean;
+      sq += c * c;
+    }
+  const float var = warp_sum(sq) / static_cast<float>(n);
+  const float rstd = 1.0f / sqrtf(var + kLayerNormEps);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int i = lane + 32 * k;
+    if (i < n)
+      v[k] = (v[k] - mean) * rstd * w[i] + nb[i];
+  }
+}
+
+// One warp a row, the row of x + y read once into registers (n <= 32 K), normalized, again with
+// (w2, nb2) where given, written once (launch.h: launch_layernorm_rows).
+template <int K>
+__global__ void layernorm_rows_kernel(const float *x, const float *y, const float *w,
+                                      const float *nb, const float *w2, const float *nb2, int rows,
+                                      int n, float *out, uint16_t *out16) {
+  const int lane = threadIdx.x % 32;
+  const int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  if (r >= rows) // a whole warp leaves together, so the shuffles stay full-warp
+    return;
+  const size_t row = size_t(r) * n;
+  float v[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int i = lane + 32 * k;
+    v[k] = i < n ? residual_in(x, y, row + i) : 0.0f;
+  }
+  normalize_row<K>(v, lane, n, w, nb);
+  if (w2)
+    normalize_row<K>(v, lane, n, w2, nb2);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int i = lane + 32 * k;
+    if (i >= n)
+      continue;
+    if (out)
+      out[row + i] = v[k];
+    if (out16)
+      out16[row + i] = bf16_bits(v[k]);
+  }
+}
+
+template <int K>
+void launch_rows(unsigned blocks, const float *x, const float *y, const float *w, const float *nb,
+                 const float *w2, const float *nb2, int rows, int n, float *out, uint16_t *out16,
+                 cudaStream_t s) {
+  TARNN_LAUNCH((layernorm_rows_kernel<K>), blocks, 32 * kRowsPerBlock, 0, s)
+  (x, y, w, nb, w2, nb2, rows, n, out, out16);
+}
+
 } // namespace
+
+void launch_layernorm_rows(const float *x, const float *y, const float *w, const float *nb,
+                           const float *w2, const float *nb2, int rows, int n, float *out,
+                           uint16_t *out16, cudaStream_t s) {
+  if (rows <= 0) // an empty grid is a launch error
+    return;
+  if (n > kLayerNormRegisterWidth)
+    throw Error("launch_layernorm_rows: rows of " + std::to_string(n) + " floats, over the " +
+                std::to_string(kLayerNormRegisterWidth) + " its registers hold");
+  const unsigned blocks = unsigned((int64_t(rows) + kRowsPerBlock - 1) / kRowsPerBlock);
+  auto *launch = n <= 128   ? &launch_rows<4>
+                 : n <= 256 ? &launch_rows<8>
+                 : n <= 512 ? &launch_rows<16>
+                            : &launch_rows<32>;
+  launch(blocks, x, y, w, nb, w2, nb2, rows, n, out, out16, s);
+  launch_check("layernorm_rows_kernel");
+}
 
 void launch_residual_layernorm(float *x, const float *y, const float *w, const float *nb, int rows,
                                int n, cudaStream_t s, uint16_t *x16) {

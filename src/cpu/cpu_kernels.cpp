@@ -524,10 +524,13 @@ void PrefillOps::attention(int layer, int rows) {
   });
 }
 
-void PrefillOps::add_norm(float *x, const float *y, NormView n, int rows) { // y null: no residual
+void PrefillOps::add_norm(float *x, const float *y, NormView n, int rows,
+                          const NormView *then) { // y null: no residual
   split(rows, 16, [&](int first, int last) {
     const size_t at = size_t(first) * c_.d_model;
     k_.add_norm(x + at, y ? y + at : nullptr, n.w, n.b, last - first, c_.d_model);
+    if (then)
+      k_.add_norm(x + at, nullptr, then->w, then->b, last - first, c_.d_model);
   });
 }
 

@@ -92,7 +92,7 @@ public:
   // the CPU's steps run one image a row too: a prefill's rows share every GEMM's weights
   bool worth_prefilling(int, int) const { return true; }
   void attention(int layer, int rows);
-  void add_norm(float *x, const float *y, NormView n, int rows);
+  void add_norm(float *x, const float *y, NormView n, int rows, const NormView *then = nullptr);
 
 private:
   // f(first, last) over [0, items) in one slice per thread, at least `least` items a slice

@@ -19,6 +19,7 @@
 #include "../../kernels/gemm_ref.h"
 #include "../../kernels/int8_rows.h"
 #include "../../kernels/launch.h"
+#include "../../kernels/residual_layernorm.h"
 #include "../../kernels/round_bf16.h"
 #include "../base/util.h"
 #include "../model/forward.h"
@@ -207,7 +208,8 @@ CudaGemm gemm_path(const Knobs &k) {
 }
 
 // cuda with bf16 GEMMs: each GEMM input written in bf16 by the kernel that makes it (the engine's:
-// the LayerNorm beside its fp32 x, the first feed-forward GEMM's epilogue; docs/CUDA.md), or
+// the LayerNorm beside its fp32 x, the attention in place of its fp32 output, the first
+// feed-forward GEMM's epilogue; docs/CUDA.md), or
 // written in fp32 and rounded by a pass of its own before each GEMM (the path before issue 41, to
 // compare; the knob "bf16_inputs": TARNN_BF16_INPUTS=rounded). The same bits either way.
 enum class CudaBf16Inputs { Written, Rounded };
@@ -215,6 +217,17 @@ enum class CudaBf16Inputs { Written, Rounded };
 CudaBf16Inputs bf16_inputs_path(const Knobs &k) {
   return knob_path(k, "bf16_inputs", "TARNN_BF16_INPUTS", "a path for bf16 GEMMs' inputs",
                    CudaBf16Inputs::Written, {{"rounded", CudaBf16Inputs::Rounded}});
+}
+
+// The LayerNorms: each row of x + y read once into registers, the last layer's second norm and the
+// final norm in one pass, the final norm's fp32 x not written where the head's GEMM reads its bf16
+// copy (the engine's, issue 41), or each norm a pass of its own, the row read twice, as before (to
+// compare; the knob "layernorm": TARNN_LAYERNORM=passes). The same bits either way.
+enum class CudaLayerNorm { Rows, Passes };
+
+CudaLayerNorm layernorm_path(const Knobs &k) {
+  return knob_path(k, "layernorm", "TARNN_LAYERNORM", "a LayerNorm path", CudaLayerNorm::Rows,
+                   {{"passes", CudaLayerNorm::Passes}});
 }
 
 // A stream and a cuBLAS handle on it. FP32 GEMMs by default (the same products as the CPU's to
@@ -442,10 +455,11 @@ struct DeviceBatch {
 
 // Where the GEMMs read their inputs in their own type (all null with fp32 and tf32). bf16: x16,
 // room for one GEMM input of the batch (rows x the widest layer input), which the LayerNorm's copy
-// of x or a rounding pass fills; hid16, the first feed-forward GEMM's bf16 output (rows x d_ff);
-// written: the kernels that make a GEMM's input write it in bf16 (CudaBf16Inputs::Written), else
-// a pass rounds each. int8: q, one GEMM input's rows quantized, with a scale a row in sx
-// (kernels/int8_rows.h), and sums, the int32 sums of a layer too wide for y (int8_sums_width).
+// of x, the attention's bf16 output or a rounding pass fills; hid16, the first feed-forward GEMM's
+// bf16 output (rows x d_ff); written: the kernels that make a GEMM's input write it in bf16
+// (CudaBf16Inputs::Written), else a pass rounds each. int8: q, one GEMM input's rows quantized,
+// with a scale a row in sx (kernels/int8_rows.h), and sums, the int32 sums of a layer too wide for
+// y (int8_sums_width).
 struct GemmInputs {
   uint16_t *x16 = nullptr, *hid16 = nullptr;
   bool written = false;
@@ -494,10 +508,11 @@ class GpuOps {
 public:
   // in: where the GEMMs read their inputs in bf16 or int8 (GemmInputs), where the weights are so.
   // positions: the rows are consecutive positions of one image (the Pre of model/prefill.h): the
-  // embedding and the attention take them so; no steps, no graph.
+  // embedding and the attention take them so; no steps, no graph. norm: the LayerNorms' path.
   GpuOps(Gpu &gpu, const Config &c, const ModelView &w, const StepBuffers &b, bool use_graph,
-         GemmInputs in = {}, bool positions = false)
-      : gpu_(gpu), c_(c), w_(w), b_(b), use_graph_(use_graph), in_(in), positions_(positions) {}
+         GemmInputs in = {}, bool positions = false, CudaLayerNorm norm = CudaLayerNorm::Rows)
+      : gpu_(gpu), c_(c), w_(w), b_(b), use_graph_(use_graph), in_(in), positions_(positions),
+        norm_(norm) {}
   ~GpuOps() { drop_graph(); }
   GpuOps(const GpuOps &) = delete;
   GpuOps &operator=(const GpuOps &) = delete;
@@ -556,14 +571,29 @@ public:
   }
   void attention(int layer, int rows) {
     wrote(b_.att);
+    const LayerView &w = w_.layers[size_t(layer)];
+    // att's one reader is the out-projection: a bf16 GEMM takes it in bf16, written so here
+    uint16_t *att16 = in_.written && w.out.precision == Precision::Bf16 ? in_.x16 : nullptr;
     launch_linear_attention(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads,
-                            phi_map(c_, w_.layers[size_t(layer)].omega), b_.state_format, b_.params,
-                            gpu_.stream, positions_);
+                            phi_map(c_, w.omega), b_.state_format, b_.params, gpu_.stream,
+                            positions_, att16);
+    if (att16)
+      copies_.x16 = b_.att; // att itself is not written
   }
-  void add_norm(float *x, const float *y, NormView n, int rows) {
+  void add_norm(float *x, const float *y, NormView n, int rows, const NormView *then = nullptr) {
     wrote(x);
     uint16_t *x16 = in_.written ? in_.x16 : nullptr; // x's copy for the bf16 GEMM after it
-    launch_residual_layernorm(x, y, n.w, n.b, rows, c_.d_model, gpu_.stream, x16);
+    const int d = c_.d_model;
+    if (norm_ == CudaLayerNorm::Passes || d > kLayerNormRegisterWidth) {
+      launch_residual_layernorm(x, y, n.w, n.b, rows, d, gpu_.stream, x16);
+      if (then)
+        launch_residual_layernorm(x, nullptr, then->w, then->b, rows, d, gpu_.stream, x16);
+    } else {
+      // after the final norm x's one reader is the head: its copy alone where that reads bf16
+      const bool copy_only = then && x16 && w_.predictor.precision == Precision::Bf16;
+      launch_layernorm_rows(x, y, n.w, n.b, then ? then->w : nullptr, then ? then->b : nullptr,
+                            rows, d, copy_only ? nullptr : x, x16, gpu_.stream);
+    }
     if (x16)
       copies_.x16 = x;
   }
@@ -693,6 +723,7 @@ private:
     const float *x16 = nullptr, *hid16 = nullptr; // the fp32 buffer whose bf16 copy each holds
   } copies_;
   bool positions_;
+  CudaLayerNorm norm_;
   cudaGraphExec_t exec_ = nullptr;
   int graph_rows_ = -1;
   int kernels_per_step_ = 0;
@@ -709,7 +740,7 @@ class CudaBackend : public Backend {
 public:
   CudaBackend(const Model &m, const RunOptions &o, const Knobs &k)
       : model_(m), options_(o), graph_(k.get("graph", "on") == "on"),
-        bf16_inputs_(bf16_inputs_path(k)),
+        bf16_inputs_(bf16_inputs_path(k)), norm_(layernorm_path(k)),
         gpu_((check_supported(m.config), gemm_inputs(o.precision)), gemm_path(k)),
         weights_(m.weights, o.precision) {
     if (const int chunk = state_chunk(); chunk > 1) // its kernels write S and z every position
@@ -760,12 +791,12 @@ public:
                         std::string(name(options_.precision)) + " GEMM inputs");
     const GemmInputs in = gemm_inputs(scratch, options_.precision, in_rows, c,
                                       bf16_inputs_ == CudaBf16Inputs::Written);
-    GpuOps ops(gpu_, c, weights_.view, mem.b, graph_, in);
+    GpuOps ops(gpu_, c, weights_.view, mem.b, graph_, in, false, norm_);
     std::unique_ptr<DeviceBatch> pre_mem;
     std::unique_ptr<GpuOps> pre;
     if (prefill) {
       pre_mem = std::make_unique<DeviceBatch>(c, pre_rows, options_.state, 1);
-      pre = std::make_unique<GpuOps>(gpu_, c, weights_.view, pre_mem->b, false, in, true);
+      pre = std::make_unique<GpuOps>(gpu_, c, weights_.view, pre_mem->b, false, in, true, norm_);
     }
     RunInfo info;
     info.device = gpu_.name;
@@ -797,6 +828,7 @@ private:
   RunOptions options_;
   bool graph_;
   CudaBf16Inputs bf16_inputs_;
+  CudaLayerNorm norm_;
   std::mutex running_;
   Gpu gpu_;
   DeviceWeights weights_;

@@ -16,8 +16,9 @@ const BackendRow &cuda_row() {
                               false,
                               // "graph": "off" for plain launches (default "on": each step a CUDA
                               // graph); "gemm": cublas or unfused (cuda_backend.cu: CudaGemm);
-                              // "bf16_inputs": rounded (CudaBf16Inputs)
-                              {"graph", "gemm", "bf16_inputs"},
+                              // "bf16_inputs": rounded (CudaBf16Inputs); "layernorm": passes
+                              // (CudaLayerNorm)
+                              {"graph", "gemm", "bf16_inputs", "layernorm"},
                               nullptr}; // the plugin libtarnn_cuda.so makes it
   return row;
 }

@@ -44,14 +44,16 @@ Message lacking(const char *field, const std::string &value, const std::string &
 }
 
 // The environment's engine switches (docs/ENVIRONMENT.md), CUDA's paths for comparisons:
-// TARNN_GEMM, the knob "gemm"; TARNN_BF16_INPUTS, the knob "bf16_inputs" (the backend that reads
-// each checks its value).
+// TARNN_GEMM, the knob "gemm"; TARNN_BF16_INPUTS, the knob "bf16_inputs"; TARNN_LAYERNORM, the knob
+// "layernorm" (the backend that reads each checks its value).
 Knobs knobs_from_environment() {
   Knobs k;
   if (const char *gemm = std::getenv("TARNN_GEMM"); gemm && *gemm)
     k.set("gemm", gemm);
   if (const char *inputs = std::getenv("TARNN_BF16_INPUTS"); inputs && *inputs)
     k.set("bf16_inputs", inputs);
+  if (const char *norm = std::getenv("TARNN_LAYERNORM"); norm && *norm)
+    k.set("layernorm", norm);
   return k;
 }
 

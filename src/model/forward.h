@@ -5,7 +5,9 @@
 //   ops.linear(w, in, out, rows, act)   out = act(in W^T + b)
 //   ops.attention(layer, rows)          att from qkv: the attention form and its memory (the RNN
 //                                       state S, z; a KV cache; the whole prefix)
-//   ops.add_norm(x, y, norm, rows)      x = LayerNorm(x + y); y null: x = LayerNorm(x)
+//   ops.add_norm(x, y, norm, rows, then) x = LayerNorm(x + y); y null: x = LayerNorm(x); then
+//                                       not null: x = then(LayerNorm(x + y)), the last layer's
+//                                       second norm and the final norm as one op
 //   ops.sample(rows)                    p_{t+1}: the given byte where known, else a draw
 //   ops.advance()                       t += 1
 //
@@ -64,9 +66,11 @@ ModelView make_view(const Weights &W, Place &&place, MakeLinear &&linear) {
   return v;
 }
 
-// One post-norm layer (SPEC section 1) over `rows` rows of b.x, in place.
+// One post-norm layer (SPEC section 1) over `rows` rows of b.x, in place; then, where not null, a
+// LayerNorm after the layer's last (the final norm), in the same op.
 template <class Ops>
-void layer_forward(Ops &ops, const Config &c, const LayerView &w, int layer, int rows) {
+void layer_forward(Ops &ops, const Config &c, const LayerView &w, int layer, int rows,
+                   const NormView *then = nullptr) {
   const StepBuffers &b = ops.buffers();
   ops.linear(w.qkv, b.x, b.qkv, rows, Act::None);
   ops.attention(layer, rows);
@@ -74,7 +78,7 @@ void layer_forward(Ops &ops, const Config &c, const LayerView &w, int layer, int
   ops.add_norm(b.x, b.y, w.norm1, rows); // x = LayerNorm1(x + a)
   ops.linear(w.ff1, b.x, b.hid, rows, c.activation);
   ops.linear(w.ff2, b.hid, b.y, rows, Act::None);
-  ops.add_norm(b.x, b.y, w.norm2, rows); // x = LayerNorm2(x + W2 act(W1 x + b1) + b2)
+  ops.add_norm(b.x, b.y, w.norm2, rows, then); // x = LayerNorm2(x + W2 act(W1 x + b1) + b2)
 }
 
 // Feeds b.cur (p_t, t = b.params->t) through the network: b.o = the mixture parameters of
@@ -82,9 +86,8 @@ void layer_forward(Ops &ops, const Config &c, const LayerView &w, int layer, int
 template <class Ops> void forward(Ops &ops, const Config &c, const ModelView &w, int rows) {
   const StepBuffers &b = ops.buffers();
   ops.embed(w, rows);
-  for (int l = 0; l < c.n_layers; ++l)
-    layer_forward(ops, c, w.layers[l], l, rows);
-  ops.add_norm(b.x, nullptr, w.final_norm, rows);
+  for (int l = 0; l < c.n_layers; ++l) // n_layers >= 1 (Config::validate)
+    layer_forward(ops, c, w.layers[l], l, rows, l + 1 == c.n_layers ? &w.final_norm : nullptr);
   ops.linear(w.predictor, b.x, b.o, rows, Act::None);
 }
 

@@ -38,8 +38,10 @@ public:
   void linear(const LinearWeights &l, const float *x, float *y, int rows, Act act) {
     k_.linear(l, x, y, rows, act);
   }
-  void add_norm(float *x, const float *y, NormView n, int rows) {
+  void add_norm(float *x, const float *y, NormView n, int rows, const NormView *then = nullptr) {
     k_.add_norm(x, y, n.w, n.b, rows, c_.d_model);
+    if (then)
+      k_.add_norm(x, nullptr, then->w, then->b, rows, c_.d_model);
   }
   void sample(int rows) {
     sample_bytes_cpu(b_.o, c_.mixtures, b_.given, b_.known, c_.bytes_per_image(), b_.cur, b_.out,

@@ -41,7 +41,7 @@ j['emulated_kernels'][0]['launches_per_step'] > 0" && ok || bad "bench's JSON on
         --steps 2 --precision bf16 --quiet --json-file "$work/b-$path.json" >/dev/null 2>&1 || bad "bench, bf16 $path"
     done
     rounds() { "$PY" -c "import json; print(sum(k['launches_per_step'] for k in json.load(open('$1'))['emulated_kernels'] if k['name'] == 'round_bf16_kernel'))"; }
-    [ "$(rounds "$work/b-written.json")" = 5.0 ] && [ "$(rounds "$work/b-rounded.json")" = 9.0 ] && ok ||
+    [ "$(rounds "$work/b-written.json")" = 3.0 ] && [ "$(rounds "$work/b-rounded.json")" = 9.0 ] && ok ||
       bad "rounding passes: $(rounds "$work/b-written.json") written, $(rounds "$work/b-rounded.json") rounded"
     TARNN_BF16_INPUTS=fp32 "$TARNN" bench --device cuda --model "$SMALL" --batch 4 --steps 2 \
       --precision bf16 >"$work/out" 2>"$work/err"
@@ -52,6 +52,16 @@ j['emulated_kernels'][0]['launches_per_step'] > 0" && ok || bad "bench's JSON on
     [ $? -ne 0 ] && [ "$(wc -l <"$work/err")" -eq 1 ] &&
       grep -qF "TARNN_GEMM=fast: not a GEMM path (cublas, unfused; unset: the engine's)" "$work/err" &&
       ok || bad "TARNN_GEMM=fast: $(cat "$work/err")"
+    # the LayerNorms a row once, the final norm in the last layer's second, or a pass each
+    # (TARNN_LAYERNORM=passes); another value is a one-line error
+    TARNN_LAYERNORM=passes "$TARNN" bench --device cuda --model "$SMALL" --batch 4 --steps 2 \
+      --quiet --json-file "$work/b-passes.json" >/dev/null 2>&1 || bad "bench, TARNN_LAYERNORM=passes"
+    norms() { "$PY" -c "import json; print(sum(k['launches_per_step'] for k in json.load(open('$1'))['emulated_kernels'] if 'layernorm' in k['name']))"; }
+    [ "$(norms "$work/b-written.json")" = 4.0 ] && [ "$(norms "$work/b-passes.json")" = 5.0 ] && ok ||
+      bad "LayerNorm launches: $(norms "$work/b-written.json") by rows, $(norms "$work/b-passes.json") by passes"
+    TARNN_LAYERNORM=fused "$TARNN" bench --device cuda --model "$SMALL" --batch 4 --steps 2 >"$work/out" 2>"$work/err"
+    [ $? -ne 0 ] && [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q "TARNN_LAYERNORM=fused: not a LayerNorm path" "$work/err" &&
+      ok || bad "TARNN_LAYERNORM=fused: $(cat "$work/err")"
   fi
 else
   reason=$(cat "$work/err")

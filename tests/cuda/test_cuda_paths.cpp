@@ -18,6 +18,7 @@
 #include "kernels/gemm_ref.h"
 #include "kernels/launch.h"
 #include "kernels/residual_layernorm.h"
+#include "kernels/round_bf16.h"
 #include "src/cuda/gemm.h"
 #include "src/cuda/plan.h"
 #include "src/model/batch.h"
@@ -448,11 +449,12 @@ TEST(CudaMemory, AutoBatchAndMemoryPlanAt65536Images) {
 }
 
 // A step is captured once per batch shape as one graph of 8 nodes a GELU layer (the GEMMs, the
-// attention, two LayerNorms, bias_act) and 5 around them, 7 a ReLU layer (its bias and ReLU in the
-// GEMM); in bf16 a rounding pass before the GEMMs whose input no kernel writes in bf16 (the
-// embedding's x, the attention's output, GELU's), or before each (TARNN_BF16_INPUTS=rounded);
-// its replays give the bytes and log-likelihoods of plain launches, over whole rollouts, chunked
-// (a tail of another shape captures again).
+// attention, two LayerNorms, bias_act) and 4 around them (the final norm in the last layer's second
+// LayerNorm; 5 with TARNN_LAYERNORM=passes), 7 a ReLU layer (its bias and ReLU in the GEMM); in
+// bf16 a rounding pass before the GEMMs whose input no kernel writes in bf16 (the embedding's x,
+// GELU's), or before each (TARNN_BF16_INPUTS=rounded); its replays give the bytes and
+// log-likelihoods of plain launches, over whole rollouts, chunked (a tail of another shape captures
+// again).
 TEST(CudaGraph, AStepIsCapturedOnceAndReplayed) {
   REQUIRE_CUDA_DEVICE();
   const Model small = load_model(small_golden());
@@ -461,19 +463,21 @@ TEST(CudaGraph, AStepIsCapturedOnceAndReplayed) {
   std::vector<uint8_t> out(size_t(4) * small.config.bytes_per_image());
   job.count = 4;
   job.out = out.data();
-  EXPECT_EQ(engine_with(small, on(Device::Cuda).run, Knobs()).run(job).kernels_per_step, 8 * L + 5);
-  Knobs rounded;
+  EXPECT_EQ(engine_with(small, on(Device::Cuda).run, Knobs()).run(job).kernels_per_step, 8 * L + 4);
+  Knobs rounded, passes;
   rounded.set("bf16_inputs", "rounded");
+  passes.set("layernorm", "passes");
+  EXPECT_EQ(engine_with(small, on(Device::Cuda).run, passes).run(job).kernels_per_step, 8 * L + 5);
   const RunOptions bf16 = on(Device::Cuda, 0, true, Precision::Bf16).run;
-  EXPECT_EQ(engine_with(small, bf16, Knobs()).run(job).kernels_per_step, 8 * L + 5 + 2 * L + 1);
-  EXPECT_EQ(engine_with(small, bf16, rounded).run(job).kernels_per_step, 8 * L + 5 + 4 * L + 1);
+  EXPECT_EQ(engine_with(small, bf16, Knobs()).run(job).kernels_per_step, 8 * L + 4 + L + 1);
+  EXPECT_EQ(engine_with(small, bf16, rounded).run(job).kernels_per_step, 8 * L + 4 + 4 * L + 1);
   std::vector<uint8_t> out_m(size_t(2) * mnist().config.bytes_per_image());
   job.count = 2;
   job.out = out_m.data();
   job.positions = 3;
   EXPECT_EQ(engine_with(mnist(), on(Device::Cuda).run, Knobs()).run(job).kernels_per_step,
-            7 * Lm + 5);
-  EXPECT_EQ(engine_with(mnist(), bf16, Knobs()).run(job).kernels_per_step, 7 * Lm + 5 + Lm + 1);
+            7 * Lm + 4);
+  EXPECT_EQ(engine_with(mnist(), bf16, Knobs()).run(job).kernels_per_step, 7 * Lm + 4 + 1);
   for (int batch : {12, 5}) {
     const Outcome graph = run_on(on(Device::Cuda, batch), small, 12, 33);
     const Outcome plain = run_on(on(Device::Cuda, batch, false), small, 12, 33);
@@ -525,6 +529,34 @@ void layernorm_as_the_kernel(std::vector<float> &x, const std::vector<float> &y,
 
 } // namespace
 
+// launch_layernorm_rows (the row once in registers, a second norm in the same pass) against
+// launch_residual_layernorm's passes: the same fp32 and bf16 bits, with and without the second
+// norm (the final norm's weights, here a reversal of the first's), x written or its copy alone.
+void expect_rows_as_passes(const std::vector<float> &x, const std::vector<float> &y, bool residual,
+                           const std::vector<float> &w, const std::vector<float> &nb, int rows,
+                           int n) {
+  const std::vector<float> w2(w.rbegin(), w.rend()), nb2(nb.rbegin(), nb.rend());
+  DeviceArray<float> dy(y), dw(w), dnb(nb), dw2(w2), dnb2(nb2);
+  for (bool second : {false, true})
+    for (bool copy_only : {false, true}) {
+      SCOPED_TRACE(std::string(second ? "and the final norm" : "one norm") +
+                   (copy_only ? ", the bf16 copy alone" : ""));
+      DeviceArray<float> px(x), rx(x);
+      DeviceArray<uint16_t> p16(x.size()), r16(std::vector<uint16_t>(x.size(), 0xffff));
+      const float *yy = residual ? dy.get() : nullptr;
+      launch_residual_layernorm(px.get(), yy, dw.get(), dnb.get(), rows, n, nullptr, p16.get());
+      if (second)
+        launch_residual_layernorm(px.get(), nullptr, dw2.get(), dnb2.get(), rows, n, nullptr,
+                                  p16.get());
+      launch_layernorm_rows(rx.get(), yy, dw.get(), dnb.get(), second ? dw2.get() : nullptr,
+                            second ? dnb2.get() : nullptr, rows, n, copy_only ? nullptr : rx.get(),
+                            r16.get(), nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(r16.download(), p16.download());
+      EXPECT_EQ(rx.download(), copy_only ? x : px.download());
+    }
+}
+
 // The LayerNorm's warp-shuffle sums (residual_layernorm.cu) against the CPU's sequential ones: to
 // float rounding (1e-5 of the values), and to the bit against the butterfly done on the host (fp32
 // adds are IEEE on the GPU, and --fmad=false keeps every product rounded).
@@ -554,6 +586,7 @@ TEST(CudaLayerNorm, TheShuffleReductionAgainstTheCpus) {
                              n);
       layernorm_as_the_kernel(model, y, residual, w, nb, rows, n);
       EXPECT_EQ(got, model);
+      expect_rows_as_passes(x, y, residual, w, nb, rows, n);
       double worst = 0;
       for (size_t i = 0; i < got.size(); ++i)
         worst = std::max(worst, std::fabs(double(got[i]) - cpu[i]) /
@@ -562,32 +595,100 @@ TEST(CudaLayerNorm, TheShuffleReductionAgainstTheCpus) {
     }
 }
 
-// bf16 GEMMs' inputs written in bf16 by the kernels that make them (the LayerNorm's copy of x, the
-// first feed-forward GEMM's bf16 epilogue; issue 41) against the path before, a rounding pass
-// before each GEMM (TARNN_BF16_INPUTS=rounded): the same images and log-likelihoods to the bit,
-// sampled, scored and completed over full rollouts, with ReLU layers (the epilogue) and GELU ones
-// (bias_act, then a pass); scored as the CPU backend's bf16 within CudaBf16's 1e-3 bits/dim.
-TEST(CudaBf16Inputs, WrittenByTheirKernelsAsRoundedByAPass) {
-  REQUIRE_CUDA_DEVICE();
+namespace {
+
+// Two paths of the GPU over full rollouts of the small golden (GELU) and the MNIST size (ReLU),
+// sampled, scored and completed: the same images and log-likelihoods to the bit; scored as the
+// CPU backend within `cpu_bpd` bits/dim.
+void expect_same_rollouts(const On &a, const On &b, double cpu_bpd) {
   const Model small = load_model(small_golden());
   for (const Model *m : {&mnist(), &small}) {
     SCOPED_TRACE(m == &small ? "small golden (GELU)" : "MNIST size (ReLU)");
     const int n = 3, P = m == &mnist() ? mnist_positions() : -1;
-    const On written = on(Device::Cuda, 0, true, Precision::Bf16);
-    On rounded = written;
-    rounded.knobs.set("bf16_inputs", "rounded");
-    const Outcome sampled = run_on(written, *m, n, 13, nullptr, nullptr, 0, P);
-    EXPECT_EQ(sampled.images, run_on(rounded, *m, n, 13, nullptr, nullptr, 0, P).images);
+    const Outcome sampled = run_on(a, *m, n, 13, nullptr, nullptr, 0, P);
+    EXPECT_EQ(sampled.images, run_on(b, *m, n, 13, nullptr, nullptr, 0, P).images);
     const uint8_t *images = sampled.images.data();
-    const Outcome scored = run_on(written, *m, n, 0, images, nullptr, 0, P);
-    EXPECT_EQ(scored.log_prob, run_on(rounded, *m, n, 0, images, nullptr, 0, P).log_prob);
-    const Outcome cpu =
-        run_on(on(Device::Cpu, n, true, Precision::Bf16), *m, n, 0, images, nullptr, 0, P);
+    const Outcome scored = run_on(a, *m, n, 0, images, nullptr, 0, P);
+    EXPECT_EQ(scored.log_prob, run_on(b, *m, n, 0, images, nullptr, 0, P).log_prob);
+    On cpu = on(Device::Cpu, n, true, a.run.precision, a.run.state);
+    const Outcome on_cpu = run_on(cpu, *m, n, 0, images, nullptr, 0, P);
     for (int r = 0; r < n; ++r)
       EXPECT_NEAR(bpd(scored.log_prob[size_t(r)], m->config),
-                  bpd(cpu.log_prob[size_t(r)], m->config), 1e-3);
+                  bpd(on_cpu.log_prob[size_t(r)], m->config), cpu_bpd);
     const std::vector<uint8_t> known = top_halves(m->config, n);
-    EXPECT_EQ(run_on(written, *m, n, 5, images, known.data(), 0, P).images,
-              run_on(rounded, *m, n, 5, images, known.data(), 0, P).images);
+    EXPECT_EQ(run_on(a, *m, n, 5, images, known.data(), 0, P).images,
+              run_on(b, *m, n, 5, images, known.data(), 0, P).images);
   }
+}
+
+} // namespace
+
+// bf16 GEMMs' inputs written in bf16 by the kernels that make them (the LayerNorm's copy of x, the
+// attention's output, the first feed-forward GEMM's bf16 epilogue; issue 41) against the path
+// before, a rounding pass before each GEMM (TARNN_BF16_INPUTS=rounded): the same images and
+// log-likelihoods to the bit, with ReLU layers (the epilogue) and GELU ones (bias_act, then a
+// pass); scored as the CPU backend's bf16 within CudaBf16's 1e-3 bits/dim.
+TEST(CudaBf16Inputs, WrittenByTheirKernelsAsRoundedByAPass) {
+  REQUIRE_CUDA_DEVICE();
+  const On written = on(Device::Cuda, 0, true, Precision::Bf16);
+  On rounded = written;
+  rounded.knobs.set("bf16_inputs", "rounded");
+  expect_same_rollouts(written, rounded, 1e-3);
+}
+
+// The LayerNorms with each row read once and the final norm in the last layer's second
+// (the engine's, issue 41) against a pass a norm (TARNN_LAYERNORM=passes): the same bits over full
+// rollouts in fp32 (scored as the CPU backend within SPEC's 1e-4 bits/dim) and in bf16, where the
+// final norm writes the head's bf16 input alone.
+TEST(CudaLayerNorm, RowsInOnePassAsAPassANorm) {
+  REQUIRE_CUDA_DEVICE();
+  for (Precision p : {Precision::Fp32, Precision::Bf16}) {
+    SCOPED_TRACE(name(p));
+    const On rows = on(Device::Cuda, 0, true, p, StateFormat::Fp16);
+    On passes = rows;
+    passes.knobs.set("layernorm", "passes");
+    expect_same_rollouts(rows, passes, p == Precision::Fp32 ? 1e-4 : 1e-3);
+  }
+}
+
+// The attention's output written in bf16 for a bf16 out-projection (launch_linear_attention's
+// att16) is its fp32 output rounded by bf16_bits, the bits a rounding pass writes: the step kernel
+// and the positions kernel, the register path (d_head 32) and the general one (6), both state
+// formats.
+TEST(CudaAttention, Bf16OutputIsTheFp32OneRounded) {
+  REQUIRE_CUDA_DEVICE();
+  for (int d : {32, 6})
+    for (StateFormat f : {StateFormat::Fp32, StateFormat::Fp16})
+      for (bool positions : {false, true}) {
+        SCOPED_TRACE("d_head " + std::to_string(d) + ", state " + name(f) +
+                     (positions ? ", positions" : ""));
+        Config c;
+        c.n_layers = 2;
+        c.n_heads = 3;
+        c.d_head = d;
+        const int rows = 5, A = c.n_heads * d, n = c.features();
+        const int blocks = (positions ? 1 : rows) * c.n_layers * c.n_heads;
+        const PhiMap m = phi_map(c, nullptr);
+        std::vector<float> qkv(size_t(rows) * 3 * A);
+        for (size_t i = 0; i < qkv.size(); ++i)
+          qkv[i] = std::sin(float(i) * 0.37f) * 2.0f;
+        StepParams p;
+        p.t = 6;
+        DeviceArray<float> dqkv(qkv), att(size_t(rows) * A);
+        DeviceArray<uint16_t> att16(size_t(rows) * A);
+        DeviceArray<StepParams> dp(std::vector<StepParams>{p});
+        const size_t state_bytes = size_t(blocks) * state_block_bytes(n, d, f);
+        DeviceArray<uint8_t> s32(std::vector<uint8_t>(state_bytes, 0)),
+            s16(std::vector<uint8_t>(state_bytes, 0));
+        launch_linear_attention(dqkv.get(), s32.get(), att.get(), rows, 1, c.n_layers, c.n_heads, m,
+                                f, dp.get(), nullptr, positions);
+        launch_linear_attention(dqkv.get(), s16.get(), nullptr, rows, 1, c.n_layers, c.n_heads, m,
+                                f, dp.get(), nullptr, positions, att16.get());
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const std::vector<float> a = att.download();
+        std::vector<uint16_t> rounded(a.size());
+        round_bf16_cpu(a.data(), rounded.data(), a.size());
+        EXPECT_EQ(att16.download(), rounded);
+        EXPECT_EQ(s16.download(), s32.download()); // the state moved alike
+      }
 }

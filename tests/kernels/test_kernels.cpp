@@ -473,6 +473,15 @@ Case int8_rows_gelu_case() {
           }};
 }
 
+// A LayerNorm's outputs: x, then each element's bf16 copy less x rounded by bf16_bits where the
+// copy was written (`copied`), else 0 (the reference's, and the CPU form's, which has no copy).
+void append_norm(Outputs &o, const std::vector<float> &x, const std::vector<uint16_t> &x16,
+                 bool copied) {
+  o.f.insert(o.f.end(), x.begin(), x.end());
+  for (size_t i = 0; i < x.size(); ++i)
+    o.f.push_back(copied ? from_bf16(x16[i]) - from_bf16(bf16_bits(x[i])) : 0.0f);
+}
+
 // x = LayerNorm(x + y), and the final norm x = LayerNorm(x). The CPU's form takes 16 rows at a
 // time where the width is a multiple of 16 (37 rows of 64: two groups and five rows after). The
 // twin and the GPU kernel also write x's bf16 copy (for a bf16 GEMM after it): each element's
@@ -533,10 +542,71 @@ Case layernorm_case() {
                   copied = true;
                 }
 #endif
-                o.f.insert(o.f.end(), x.begin(), x.end());
-                for (size_t i = 0; i < x.size(); ++i)
-                  o.f.push_back(copied ? from_bf16(x16[i]) - from_bf16(bf16_bits(x[i])) : 0.0f);
+                append_norm(o, x, x16, copied);
               }
+            return o;
+          }};
+}
+
+// LayerNorm(x + y) then the final norm in one pass, each row read once (launch_layernorm_rows; its
+// twin layernorm_rows_cpu): x and its bf16 copy, as layernorm_case's, at widths on both sides of
+// a register size (70, 256).
+Case layernorm_rows_case() {
+  return {"layernorm_rows final",
+          {Where::Twin, Where::Cuda},
+          1e-5,
+          [](Where w, bool perf, int reps, double *secs) {
+            Outputs o;
+            for (const auto &shape : perf ? std::vector<std::pair<int, int>>{{256, 256}}
+                                          : std::vector<std::pair<int, int>>{{11, 70}, {9, 256}}) {
+              const int rows = shape.first, n = shape.second;
+              const auto w1 = uniforms(n, 40, 0.5f, 1.5f), b1 = uniforms(n, 41, -0.2f, 0.2f);
+              const auto w2 = uniforms(n, 44, 0.5f, 1.5f), b2 = uniforms(n, 45, -0.2f, 0.2f);
+              const auto y = uniforms(size_t(rows) * n, 42, -3, 3);
+              std::vector<float> x = uniforms(size_t(rows) * n, 43, -2, 2);
+              std::vector<uint16_t> x16(x.size(), 0xffff);
+              bool copied = false;
+              if (w == Where::Reference) {
+                for (int r = 0; r < rows; ++r) {
+                  std::vector<double> v(n);
+                  for (int i = 0; i < n; ++i)
+                    v[i] = x[size_t(r) * n + i] + y[size_t(r) * n + i];
+                  for (const auto *g : {&w1, &w2}) {
+                    const auto &gain = *g, &bias = g == &w1 ? b1 : b2;
+                    double mean = 0, var = 0;
+                    for (double e : v)
+                      mean += e / n;
+                    for (double e : v)
+                      var += (e - mean) * (e - mean) / n;
+                    for (int i = 0; i < n; ++i)
+                      v[i] =
+                          float((v[i] - mean) / std::sqrt(var + kLayerNormEps) * gain[i] + bias[i]);
+                  }
+                  for (int i = 0; i < n; ++i)
+                    x[size_t(r) * n + i] = float(v[i]);
+                }
+              } else if (w == Where::Twin) {
+                *secs += timed_cpu(reps, [&] {
+                  layernorm_rows_cpu(x.data(), y.data(), w1.data(), b1.data(), w2.data(), b2.data(),
+                                     rows, n, x16.data());
+                });
+                copied = true;
+              }
+#ifdef TARNN_TEST_CUDA
+              else {
+                DeviceArray<float> dx(x), dy(y), dw1(w1), db1(b1), dw2(w2), db2(b2);
+                DeviceArray<uint16_t> dx16(x16);
+                *secs += timed(reps, [&] {
+                  launch_layernorm_rows(dx.get(), dy.get(), dw1.get(), db1.get(), dw2.get(),
+                                        db2.get(), rows, n, dx.get(), dx16.get(), nullptr);
+                });
+                x = dx.download();
+                x16 = dx16.download();
+                copied = true;
+              }
+#endif
+              append_norm(o, x, x16, copied);
+            }
             return o;
           }};
 }
@@ -614,8 +684,9 @@ Case sample_case() {
 }
 
 std::vector<Case> cases() {
-  std::vector<Case> all = {embedding_case(),  bias_act_case(),  layernorm_case(),     sample_case(),
-                           round_bf16_case(), int8_rows_case(), int8_rows_gelu_case()};
+  std::vector<Case> all = {embedding_case(),      bias_act_case(),      layernorm_case(),
+                           layernorm_rows_case(), sample_case(),        round_bf16_case(),
+                           int8_rows_case(),      int8_rows_gelu_case()};
   for (StateFormat f : all_state_formats())
     for (int d : {32, 6, 20, 64, 256})
       all.push_back(attention_case(d, f));

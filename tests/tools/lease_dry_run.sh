@@ -75,6 +75,9 @@ echo "bench: $configs configurations, each at 4,096 and at the automatic batch"
 ab=$(grep -cE "TARNN_BF16_INPUTS=rounded [^ ]*tarnn bench --device cuda --shape mnist --batch [^-]*(--steps 100 )?--precision bf16 " "$work/commands")
 [ "$ab" -eq $((2 * $(mine STATES | wc -w))) ] || bad "$ab runs of bf16 with TARNN_BF16_INPUTS=rounded"
 [ "$(grep -c "TARNN_BF16_INPUTS" "$work/commands")" -eq "$ab" ] || bad "TARNN_BF16_INPUTS beyond bf16 with elu+1"
+ln=$(grep -cE "TARNN_LAYERNORM=passes [^ ]*tarnn bench --device cuda --shape mnist --batch [^-]*(--steps 100 )?--precision bf16 " "$work/commands")
+[ "$ln" -eq $((2 * $(mine STATES | wc -w))) ] || bad "$ln runs of bf16 with TARNN_LAYERNORM=passes"
+[ "$(grep -c "TARNN_LAYERNORM" "$work/commands")" -eq "$ln" ] || bad "TARNN_LAYERNORM beyond bf16 with elu+1"
 
 # the timed steps refuse to run beside a trainer (a stand-in that lives until it is killed)
 mkdir -p "$work/lease2"

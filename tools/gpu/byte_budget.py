@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The byte budget of a GPU step (docs/CUDA.md, "The byte budget"): per kernel, the bytes per image
-and step the emulated device counted in two `tarnn bench --device cuda --json-file` runs of an
-emulated build (-DTARNN_CUDA_EMULATOR=ON), the weights left out (read once a step for the whole
-batch), as a Markdown table: kernel | launches a step | before | after.
+and step the emulated device counted in two or more `tarnn bench --device cuda --json-file` runs of
+an emulated build (-DTARNN_CUDA_EMULATOR=ON), the weights left out (read once a step for the whole
+batch), as a Markdown table: kernel | launches a step | bytes in each run (before ... after).
 
-    tools/gpu/byte_budget.py BEFORE.json AFTER.json
+    tools/gpu/byte_budget.py BEFORE.json [BETWEEN.json ...] AFTER.json [--labels A,B,...]
 """
 import argparse
 import json
@@ -27,29 +27,38 @@ def counts(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("before")
-    ap.add_argument("after")
+    ap.add_argument("runs", nargs="+", metavar="RUN.json", help="before, ..., after")
+    ap.add_argument("--labels", help="the runs' column names, comma-separated "
+                    "(default: before, after; the runs between numbered)")
     a = ap.parse_args()
-    before, after = counts(a.before), counts(a.after)
-    names = list(before) + [n for n in after if n not in before]
+    if len(a.runs) < 2:
+        ap.error("two runs at least: before and after")
+    labels = (a.labels.split(",") if a.labels else
+              ["before"] + [f"run {i + 2}" for i in range(len(a.runs) - 2)] + ["after"])
+    if len(labels) != len(a.runs):
+        ap.error(f"{len(labels)} labels for {len(a.runs)} runs")
+    runs = [counts(p) for p in a.runs]
+    names = []
+    for run in runs:
+        names += [n for n in run if n not in names]
 
     def cell(run, name, i):
         return f"{run[name][i]:,.0f}" if name in run else "-"
 
-    print("| kernel or GEMM | launches a step (before / after) | bytes per image-step before "
-          "| after |")
-    print("| --- | --- | --- | --- |")
+    print("| kernel or GEMM | launches a step (" + " / ".join(labels) + ") | bytes per image-step "
+          + " | ".join(labels) + " |")
+    print("| --- | --- |" + " --- |" * len(runs))
     for n in names:
-        state = max(before.get(n, (0, 0, 0))[2], after.get(n, (0, 0, 0))[2])
+        state = max(run.get(n, (0, 0, 0))[2] for run in runs)
         label = f"`{n}`" + (" (S and z: " + f"{state:,.0f})" if state else "")
-        print(f"| {label} | {cell(before, n, 0)} / {cell(after, n, 0)} | {cell(before, n, 1)} "
-              f"| {cell(after, n, 1)} |")
-    tb = sum(v[1] for v in before.values())
-    ta = sum(v[1] for v in after.values())
-    sb = sum(v[2] for v in before.values())
-    sa = sum(v[2] for v in after.values())
-    print(f"| **a step, the weights left out** | | **{tb:,.0f}** | **{ta:,.0f}** |")
-    print(f"| of it not S and z | | {tb - sb:,.0f} | {ta - sa:,.0f} |")
+        print(f"| {label} | " + " / ".join(cell(r, n, 0) for r in runs) + " | "
+              + " | ".join(cell(r, n, 1) for r in runs) + " |")
+    totals = [sum(v[1] for v in r.values()) for r in runs]
+    states = [sum(v[2] for v in r.values()) for r in runs]
+    print("| **a step, the weights left out** | | "
+          + " | ".join(f"**{t:,.0f}**" for t in totals) + " |")
+    print("| of it not S and z | | "
+          + " | ".join(f"{t - s:,.0f}" for t, s in zip(totals, states)) + " |")
 
 
 if __name__ == "__main__":
