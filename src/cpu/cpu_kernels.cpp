@@ -241,6 +241,40 @@ __attribute__((target("avx512f"))) void update_fp16_avx512(const float *fq, cons
 }
 #pragma GCC diagnostic pop
 
+// phi of one head's q and k (d wide each) into fq and fk (m.features wide): elu + 1 16 lanes at a
+// time where kAvx512, else element by element, or the random-feature maps' projections.
+template <bool kAvx512>
+__attribute__((always_inline)) inline void phi_head(const PhiMap &m, const float *q, const float *k,
+                                                    float *fq, float *fk) {
+  const int d = m.d;
+  if (kAvx512 && m.kind == FeatureMapKind::EluPlusOne) {
+    phi_avx512(q, fq, d);
+    phi_avx512(k, fk, d);
+  } else if (m.elementwise) {
+    for (int i = 0; i < d; ++i) {
+      fq[i] = phi_elementwise(m.kind, q[i]);
+      fk[i] = phi_elementwise(m.kind, k[i]);
+    }
+  } else {
+    phi_features(m, q, fq);
+    phi_features(m, k, fk);
+  }
+}
+
+// One head at `position` with the state's write deferred over chunks of C (SPEC, "The state in
+// chunks"; linear_attention.h: chunked_update): S as stored at the chunk's start widened into
+// `wide`, the chunk's terms added, and S rounded back only at the chunk's last position.
+template <bool kAvx512, StateFormat F>
+__attribute__((always_inline)) inline void
+chunked_head(const float *pq, const float *pk, const float *v, char *at, float *z, float *wide,
+             float *out, int d, int n, int position, int chunk) {
+  const int i = position % chunk, last = i == chunk - 1;
+  widen_state<kAvx512, F>(at, wide, n * d, stored_scale_exponent<F>(position - 1, chunk));
+  chunked_update(pq, pk, v, wide, z, z + n, out, d, n, i, last);
+  if (last)
+    narrow_state<kAvx512, F>(wide, at, n * d, state_scale_exponent<F>(position));
+}
+
 // The attention of every row and of heads [h0, h1) of one layer: phi of the row's q and k (A wide
 // each; m: the layer's feature map, n = m.features wide) first, then linear_attention_update per
 // head, on S (n x d) as it is stored (fp32) or widened into a scratch block and rounded back
@@ -268,20 +302,10 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
       phi_avx512(q, fq, 2 * A);
     for (int h = h0; h < h1; ++h) {
       const float *pq = fq, *pk = fk; // phi of this head's q and k
-      if (whole_row) {
+      if (whole_row)
         pq = fq + h * d, pk = fq + A + h * d;
-      } else if (kAvx512 && m.kind == FeatureMapKind::EluPlusOne) {
-        phi_avx512(q + h * d, fq, d);
-        phi_avx512(q + A + h * d, fk, d);
-      } else if (m.elementwise) {
-        for (int i = 0; i < d; ++i) {
-          fq[i] = phi_elementwise(m.kind, q[h * d + i]);
-          fk[i] = phi_elementwise(m.kind, q[A + h * d + i]);
-        }
-      } else {
-        phi_features(m, q + h * d, fq);
-        phi_features(m, q + A + h * d, fk);
-      }
+      else
+        phi_head<kAvx512>(m, q + h * d, q + A + h * d, fq, fk);
       char *at = static_cast<char *>(state) +
                  state_block_offset(one_state ? 0 : r, layer, h, n_layers, n_heads, n, d, F, chunk);
       if (!one_state && r + 1 < rows) { // the next image's block of this head, while this one runs
@@ -292,13 +316,8 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
       }
       float *z = reinterpret_cast<float *>(at + s_bytes);
       if (chunk > 1) { // the write deferred (linear_attention.h: chunked_update), S widened
-        const int m = position % chunk;
-        widen_state<kAvx512, F>(at, wide.data(), n * d,
-                                stored_scale_exponent<F>(position - 1, chunk));
-        chunked_update(fq, fk, q + 2 * A + h * d, wide.data(), z, z + n,
-                       att + size_t(r) * A + h * d, d, n, m, m == chunk - 1);
-        if (m == chunk - 1)
-          narrow_state<kAvx512, F>(wide.data(), at, n * d, state_scale_exponent<F>(position));
+        chunked_head<kAvx512, F>(pq, pk, q + 2 * A + h * d, at, z, wide.data(),
+                                 att + size_t(r) * A + h * d, d, n, position, chunk);
         continue;
       }
       const bool square32 = d == 32 && n == 32; // the paper's d_head, S square
