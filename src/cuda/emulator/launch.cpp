@@ -353,8 +353,15 @@ void run_blocks(const Grid &g, Counts *counts) {
         b.at_barrier = 0;
         run_block(b);
         if (!b.stopped && common.shared) {
+          // The block's index for thread_name; quiet, for the report's own strings are the
+          // host's memory, not the kernel's: checked, one on the heap within a page past a device
+          // allocation was "past its end", a fault with no worker to stop (seen under ASan).
           tl_thread = &common;
-          const std::string unwritten = unwritten_shared_reads(common);
+          std::string unwritten;
+          {
+            Quiet quiet(&common);
+            unwritten = unwritten_shared_reads(common);
+          }
           tl_thread = nullptr;
           if (!unwritten.empty())
             stop_block(b, cudaErrorLaunchFailure, unwritten);
