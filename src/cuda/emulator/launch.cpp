@@ -319,6 +319,21 @@ void start_threads(const Grid &g, const ThreadRun &common, int threads) {
   }
 }
 
+// After a block: its reads of shared memory that no thread of it wrote, as a fault's words (empty
+// for none). tl_thread is the block's for thread_name's index, and quiet: the report's own strings
+// are the host's memory, not the kernel's (checked, a heap buffer within a page past a device
+// allocation was "past its end", a fault with no worker to stop).
+std::string unwritten_report(ThreadRun &common) {
+  tl_thread = &common;
+  std::string why;
+  {
+    Quiet quiet(&common);
+    why = unwritten_shared_reads(common);
+  }
+  tl_thread = nullptr;
+  return why;
+}
+
 void run_blocks(const Grid &g, Counts *counts) {
   const int threads = int(g.block.x * g.block.y * g.block.z);
   Block b;
@@ -352,20 +367,9 @@ void run_blocks(const Grid &g, Counts *counts) {
         b.live = threads;
         b.at_barrier = 0;
         run_block(b);
-        if (!b.stopped && common.shared) {
-          // The block's index for thread_name; quiet, for the report's own strings are the
-          // host's memory, not the kernel's: checked, one on the heap within a page past a device
-          // allocation was "past its end", a fault with no worker to stop (seen under ASan).
-          tl_thread = &common;
-          std::string unwritten;
-          {
-            Quiet quiet(&common);
-            unwritten = unwritten_shared_reads(common);
-          }
-          tl_thread = nullptr;
-          if (!unwritten.empty())
+        if (!b.stopped && common.shared)
+          if (const std::string unwritten = unwritten_report(common); !unwritten.empty())
             stop_block(b, cudaErrorLaunchFailure, unwritten);
-        }
         if (common.shared)
           g_shared.put(common.shared);
       }
