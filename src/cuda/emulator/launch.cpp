@@ -321,8 +321,8 @@ void start_threads(const Grid &g, const ThreadRun &common, int threads) {
 
 // After a block: its reads of shared memory that no thread of it wrote, as a fault's words (empty
 // for none). tl_thread is the block's for thread_name's index, and quiet: the report's own strings
-// are the host's memory, not the kernel's (checked, a heap buffer within a page past a device
-// allocation was "past its end", a fault with no worker to stop).
+// are the host's memory, not the kernel's (checked, one was "a host pointer?", a fault with no
+// worker to stop).
 std::string unwritten_report(ThreadRun &common) {
   tl_thread = &common;
   std::string why;
