@@ -311,6 +311,10 @@ struct DeviceBlock {
   DeviceBlock &operator=(const DeviceBlock &) = delete;
 };
 
+// One float per output, 256 aligned: where a layer's block goes on past it (int8's values after
+// W's scales; a bf16 bias after its fp32 copy).
+size_t floats_per_output_bytes(int out) { return align256(size_t(out) * 4); }
+
 // A linear layer in device memory (LinearWeights::w), PyTorch's layout (cuBLAS reads W [out, in]
 // as the transposed operand): float, or with bf16 the bfloat16 bits (uint16_t), or with int8 its
 // Int8Linear: W's scales (out floats) and then, 256 bytes aligned, its int8 values padded to
@@ -321,7 +325,7 @@ struct Int8Linear {
   int in, out; // the GEMM's
   Int8Linear(const LinearWeights &l)
       : scale(static_cast<const float *>(l.w)),
-        q(static_cast<const int8_t *>(l.w) + align256(size_t(l.out) * 4)), in(int8_padded(l.in)),
+        q(static_cast<const int8_t *>(l.w) + floats_per_output_bytes(l.out)), in(int8_padded(l.in)),
         out(int8_padded(l.out)) {}
 };
 
@@ -330,7 +334,8 @@ size_t linear_bytes(const Linear &l, Precision p) {
   case Precision::Bf16:
     return align256(l.w.size() * 2);
   case Precision::Int8:
-    return align256(size_t(l.out) * 4) + align256(size_t(int8_padded(l.out)) * int8_padded(l.in));
+    return floats_per_output_bytes(l.out) +
+           align256(size_t(int8_padded(l.out)) * int8_padded(l.in));
   case Precision::Fp32:
   case Precision::Tf32:
     break;
@@ -348,13 +353,13 @@ Precision precision_of(const Weights &W, const Linear &l, Precision p) {
 // then, 256 bytes on, the same values in bf16, which a bf16 output's epilogue adds: cuBLASLt takes
 // a bias in D's type only (an fp32 one for a bf16 D was refused on an H100, docs/CUDA.md).
 size_t bias_bytes(const Linear &l, Precision p) {
-  return align256(size_t(l.out) * 4) + (p == Precision::Bf16 ? align256(size_t(l.out) * 2) : 0);
+  return floats_per_output_bytes(l.out) + (p == Precision::Bf16 ? align256(size_t(l.out) * 2) : 0);
 }
 
 std::vector<uint8_t> bias_block(const Linear &l, Precision p) {
   std::vector<uint8_t> block(bias_bytes(l, p), 0);
   float *b = reinterpret_cast<float *>(block.data());
-  uint16_t *b16 = reinterpret_cast<uint16_t *>(block.data() + align256(size_t(l.out) * 4));
+  uint16_t *b16 = reinterpret_cast<uint16_t *>(block.data() + floats_per_output_bytes(l.out));
   const bool bf16 = p == Precision::Bf16;
   for (int j = 0; j < l.out; ++j) {
     b[j] = bf16 ? bf16_bias(l.b[size_t(j)]) : l.b[size_t(j)];
@@ -368,7 +373,7 @@ std::vector<uint8_t> bias_block(const Linear &l, Precision p) {
 const void *bias_for(const LinearWeights &l, Gemm::Output y) {
   if (y == Gemm::Output::Fp32)
     return l.b;
-  return reinterpret_cast<const char *>(l.b) + align256(size_t(l.out) * 4);
+  return reinterpret_cast<const char *>(l.b) + floats_per_output_bytes(l.out);
 }
 
 size_t weight_bytes(const Weights &W, Precision precision) {
@@ -390,7 +395,7 @@ size_t weight_bytes(const Weights &W, Precision precision) {
 std::vector<uint8_t> quantized_int8(const Linear &l) {
   std::vector<uint8_t> block(linear_bytes(l, Precision::Int8), 0);
   float *scale = reinterpret_cast<float *>(block.data());
-  int8_t *q = reinterpret_cast<int8_t *>(block.data() + align256(size_t(l.out) * 4));
+  int8_t *q = reinterpret_cast<int8_t *>(block.data() + floats_per_output_bytes(l.out));
   quantize_rows_int8_cpu(l.w.data(), l.out, l.in, int8_padded(l.in), q, scale);
   return block;
 }
