@@ -36,12 +36,7 @@ inline void linear_forward_ref(const float *W, const float *b, int out, int in, 
     }
 }
 
-inline float from_bf16(uint16_t h) {
-  const uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+inline float from_bf16(uint16_t h) { return bf16_value(h); }
 
 // bf16(v[k]) | bf16(v[k + 1]) << 16, 0 past n: two rounded elements as vdpbf16ps reads them.
 inline uint32_t bf16_pair(const float *v, int k, int n) {
@@ -60,6 +55,14 @@ inline float bf16_pair_step(float acc, uint32_t x2, uint32_t w2) {
 // rounds to: what every path adds. cuBLASLt adds a bias in its output's type only, and a GEMM that
 // writes its output in bf16 (src/cuda/gemm.h) then adds a bf16 one.
 inline float bf16_bias(float b) { return from_bf16(bf16_bits(b)); }
+
+// y [n] as a bf16 output holds it (forward.h's LinearWeights::bf16_output: the GPU's GEMM writes
+// it in bf16): each value rounded by bf16_bits and kept as the float it rounds to, the value its
+// bf16 reader widens.
+inline void round_to_bf16(float *y, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    y[i] = from_bf16(bf16_bits(y[i]));
+}
 
 // W is [out, in] and b [out] in fp32 (both rounded here); b may be null.
 inline void linear_forward_bf16_ref(const float *W, const float *b, int out, int in, const float *x,
