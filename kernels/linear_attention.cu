@@ -142,7 +142,7 @@ void launch_linear_attention(const float *qkv, void *state, float *att, int rows
                              const uint16_t *qkv16) {
   if (rows <= 0) // an empty grid is a launch error
     return;
-  const QkvIn in = qkv16 ? QkvIn{nullptr, qkv16} : QkvIn{qkv, nullptr};
+  const QkvIn in = qkv16 ? QkvIn{qkv16, true} : QkvIn{qkv, false};
   dispatch(f, [&](auto F) {
     launch<F>(in, state, att, rows, layer, n_layers, n_heads, m, p, s, positions, att16);
   });

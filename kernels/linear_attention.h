@@ -25,11 +25,14 @@ namespace tarnn {
 // widened exactly to fp32, so phi and the state's arithmetic are fp32's either way. Indexed and
 // offset as a float pointer is: one code path reads either.
 struct QkvIn {
-  const float *f32 = nullptr;
-  const uint16_t *bf16 = nullptr; // where set, f32 is not read
-  TARNN_HD float operator[](size_t i) const { return bf16 ? bf16_value(bf16[i]) : f32[i]; }
+  const void *p = nullptr; // floats, or bf16 bits where `bf16`: one pointer, so a kernel that
+  bool bf16 = false;       // holds it across a call keeps the register budget (registers_test.sh)
+  TARNN_HD float operator[](size_t i) const {
+    return bf16 ? bf16_value(static_cast<const uint16_t *>(p)[i])
+                : static_cast<const float *>(p)[i];
+  }
   TARNN_HD QkvIn operator+(size_t n) const {
-    return bf16 ? QkvIn{nullptr, bf16 + n} : QkvIn{f32 + n, nullptr};
+    return {static_cast<const char *>(p) + n * (bf16 ? 2 : 4), bf16};
   }
 };
 
