@@ -77,10 +77,15 @@ ModelView make_view(const Weights &W, Place &&place, MakeLinear &&linear) {
 enum class Bf16Outputs { Qkv, Fp32 };
 
 inline Bf16Outputs bf16_outputs_path(const std::string &knob) {
+  static constexpr struct {
+    const char *value;
+    Bf16Outputs path;
+  } kPaths[] = {{"fp32", Bf16Outputs::Fp32}};
   if (knob.empty())
     return Bf16Outputs::Qkv;
-  if (knob == "fp32")
-    return Bf16Outputs::Fp32;
+  for (const auto &p : kPaths)
+    if (knob == p.value)
+      return p.path;
   throw Error("TARNN_BF16_OUTPUTS=" + knob +
               ": not a path for bf16 GEMMs' outputs (fp32; unset: the engine's)");
 }
