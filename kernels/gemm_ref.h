@@ -36,7 +36,12 @@ inline void linear_forward_ref(const float *W, const float *b, int out, int in, 
     }
 }
 
-inline float from_bf16(uint16_t h) { return bf16_value(h); }
+inline float from_bf16(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 // bf16(v[k]) | bf16(v[k + 1]) << 16, 0 past n: two rounded elements as vdpbf16ps reads them.
 inline uint32_t bf16_pair(const float *v, int k, int n) {

@@ -28,7 +28,7 @@ struct QkvIn {
   const void *p = nullptr; // floats, or bf16 bits where `bf16`: one pointer, so a kernel that
   bool bf16 = false;       // holds it across a call keeps the register budget (registers_test.sh)
   TARNN_HD float operator[](size_t i) const {
-    return bf16 ? bf16_value(static_cast<const uint16_t *>(p)[i])
+    return bf16 ? from_bf16_bits(static_cast<const uint16_t *>(p)[i])
                 : static_cast<const float *>(p)[i];
   }
   TARNN_HD QkvIn operator+(size_t n) const {

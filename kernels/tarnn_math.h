@@ -99,18 +99,6 @@ TARNN_HD uint16_t bf16_bits(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-// The float a bfloat16's bits h stand for: exact (bf16 is fp32's upper half).
-TARNN_HD float bf16_value(uint16_t h) {
-  const uint32_t u = uint32_t(h) << 16;
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float f;
-  __builtin_memcpy(&f, &u, 4);
-  return f;
-#endif
-}
-
 TARNN_HD float relu(float u) { return u > 0.0f ? u : 0.0f; }
 
 // torch's exact gelu: 0.5 u (1 + erf(u / sqrt 2)).
