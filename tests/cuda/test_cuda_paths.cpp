@@ -793,3 +793,18 @@ TEST(CudaBf16Outputs, QkvInBf16AsTheCpuBackendOnEitherPath) {
     EXPECT_NE(scores[0], scores[1]);
   }
 }
+
+// With the bias outside the GEMM (TARNN_GEMM=unfused) the q,k,v GEMM writes fp32, bias_act adds the
+// bias and a pass rounds q, k and v into bf16 (GpuOps::round_after): the bits of the epilogue's
+// bf16 output, over a rollout scored and sampled.
+TEST(CudaBf16Outputs, UnfusedGemmRoundsQkvByAPassAsTheEpilogue) {
+  REQUIRE_CUDA_DEVICE();
+  const Model small = load_model(small_golden());
+  const On fused = on(Device::Cuda, 0, true, Precision::Bf16, StateFormat::Fp16);
+  On unfused = fused;
+  unfused.knobs.set("gemm", "unfused");
+  const Outcome sampled = run_on(fused, small, 3, 13);
+  EXPECT_EQ(run_on(unfused, small, 3, 13).images, sampled.images);
+  EXPECT_EQ(run_on(unfused, small, 3, 0, sampled.images.data()).log_prob,
+            run_on(fused, small, 3, 0, sampled.images.data()).log_prob);
+}
