@@ -756,39 +756,43 @@ TEST(CudaBf16Outputs, QkvInBf16AsTheCpuBackendOnEitherPath) {
   const Model small = load_model(small_golden());
   for (const Model *m : {&mnist(), &small}) {
     SCOPED_TRACE(m == &small ? "small golden (GELU)" : "MNIST size (ReLU)");
-    const int n = 3, P = m == &mnist() ? mnist_positions() : -1;
-    std::vector<double> scores[2]; // of the same images, one per path
+    const int n = 2, P = m == &mnist() ? mnist_positions() : -1;
+    const size_t T = size_t(m->config.bytes_per_image());
+    std::vector<double> scores[2]; // of the CPU's images, one per path
     const std::vector<uint8_t> images =
         run_on(on(Device::Cpu, n), *m, n, 13, nullptr, nullptr, 0, P).images;
+    const std::vector<uint8_t> known = top_halves(m->config, n);
+    const std::vector<uint8_t> ran = as_rolled(std::vector<uint8_t>(known.size(), 1), m->config, P);
     for (const char *path : {"", "fp32"}) {
       SCOPED_TRACE(*path ? "TARNN_BF16_OUTPUTS=fp32" : "q, k, v in bf16");
       On gpu = on(Device::Cuda, 0, true, Precision::Bf16, StateFormat::Fp16),
-         cpu = on(Device::Cpu, n, true, Precision::Bf16, StateFormat::Fp16);
+         cpu = on(Device::Cpu, 3 * n, true, Precision::Bf16, StateFormat::Fp16);
       if (*path) {
         gpu.knobs.set("bf16_outputs", path);
         cpu.knobs.set("bf16_outputs", path);
       }
-      auto scored_alike = [&](const std::vector<uint8_t> &images, const char *what) {
-        const Outcome a = run_on(gpu, *m, n, 0, images.data(), nullptr, 0, P),
-                      b = run_on(cpu, *m, n, 0, images.data(), nullptr, 0, P);
-        for (int r = 0; r < n; ++r)
-          EXPECT_NEAR(bpd(a.log_prob[size_t(r)], m->config), bpd(b.log_prob[size_t(r)], m->config),
-                      1e-3)
-              << what << ", image " << r;
-        return a.log_prob;
-      };
-      scores[*path != 0] = scored_alike(images, "the CPU's fp32 samples");
-      scored_alike(run_on(gpu, *m, n, 13, nullptr, nullptr, 0, P).images, "the device's samples");
-      const std::vector<uint8_t> known = top_halves(m->config, n);
+      // the CPU's images, the device's samples and its completions, scored in one batch each
+      std::vector<uint8_t> all = images;
+      const std::vector<uint8_t> sampled = run_on(gpu, *m, n, 13, nullptr, nullptr, 0, P).images;
       const std::vector<uint8_t> done =
           run_on(gpu, *m, n, 5, images.data(), known.data(), 0, P).images;
-      const std::vector<uint8_t> ran =
-          as_rolled(std::vector<uint8_t>(known.size(), 1), m->config, P);
       for (size_t i = 0; i < known.size(); ++i)
         if (known[i] && ran[i]) {
           ASSERT_EQ(done[i], images[i]) << "completed: known byte " << i;
         }
-      scored_alike(done, "the device's completions");
+      all.insert(all.end(), sampled.begin(), sampled.end());
+      all.insert(all.end(), done.begin(), done.end());
+      ASSERT_EQ(all.size(), 3 * n * T);
+      const Outcome a = run_on(gpu, *m, 3 * n, 0, all.data(), nullptr, 0, P),
+                    b = run_on(cpu, *m, 3 * n, 0, all.data(), nullptr, 0, P);
+      for (int r = 0; r < 3 * n; ++r)
+        EXPECT_NEAR(bpd(a.log_prob[size_t(r)], m->config), bpd(b.log_prob[size_t(r)], m->config),
+                    1e-3)
+            << (r < n       ? "the CPU's samples"
+                : r < 2 * n ? "the device's samples"
+                            : "completions")
+            << ", image " << r % n;
+      scores[*path != 0].assign(a.log_prob.begin(), a.log_prob.begin() + n);
     }
     EXPECT_NE(scores[0], scores[1]);
   }

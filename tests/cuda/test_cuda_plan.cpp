@@ -315,8 +315,9 @@ TEST(CudaTwins, PlanInBf16AsTheCpuBackend) {
 // --precision bf16's q, k and v rounded to bf16 (the engine's: the q,k,v GEMM writes bf16, which
 // the attention widens) and not (TARNN_BF16_OUTPUTS=fp32, the path before): the twin the CPU
 // backend's to the bit either way, with the fp16 state, scored (step by step and prefilled) and
-// sampled, and at the MNIST shape (the register path); the two paths' scores differ (the rounding
-// happens on both backends, or on neither).
+// sampled, and at the MNIST shape (the register path; the engine's path there:
+// PlanInBf16AsTheCpuBackend); the two paths' scores differ (the rounding happens on both backends,
+// or on neither).
 TEST(CudaTwins, Bf16OutputsAsTheCpuBackendOnEitherPath) {
   const Model small = load_model(small_golden());
   const ImageSet in = read_images(small_golden() + "/inputs-idx-ubyte", small.config);
@@ -333,6 +334,8 @@ TEST(CudaTwins, Bf16OutputsAsTheCpuBackendOnEitherPath) {
     const Pair sampled = both(small, job_of(7, 99, 5), 3, nullptr, nullptr, Precision::Bf16, false,
                               StateFormat::Fp16, o);
     EXPECT_EQ(sampled.cpu, sampled.twin);
+    if (o == Bf16Outputs::Qkv) // the engine's path at this shape: PlanInBf16AsTheCpuBackend
+      continue;
     const Pair p = both(mnist, job_of(3, 11, 0, 12), 2, nullptr, nullptr, Precision::Bf16, false,
                         StateFormat::Fp16, o);
     EXPECT_EQ(p.cpu, p.twin);
