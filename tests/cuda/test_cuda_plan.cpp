@@ -91,6 +91,22 @@ TEST(CudaPlan, LayoutIsAlignedDisjointAndHoldsTheSpecifiedState) {
   EXPECT_LT(per, 300000); // the state is nearly all of it
 }
 
+// TARNN_STATE_CHUNK=4 at the MNIST shape with the fp16 state: each image's state holds the
+// chunk's buffer beside S and z (3 entries of phi(k) and v, 256 bytes a head each: 49,152 bytes
+// over 64 heads), 188,416 bytes an image (docs/CUDA.md, the byte budget), and the GPU's memory
+// plan counts it: its bytes an image and the batch's layout.
+TEST(CudaPlan, ChunkedStateCountsItsBuffer) {
+  const Config c = Config::mnist();
+  const StateFormat f = StateFormat::Fp16;
+  const int64_t unchunked = cuda_bytes_per_image(c, f);
+  const StateChunk chunk("4");
+  EXPECT_EQ(state_bytes_per_image(c, f), 188416);
+  EXPECT_EQ(cuda_bytes_per_image(c, f) - unchunked, 49152);
+  const BatchLayout l = batch_layout(c, 7, f);
+  EXPECT_EQ(l.state_chunk, 4);
+  EXPECT_EQ(l.state_bytes, size_t(7) * 188416);
+}
+
 TEST(CudaPlan, AutomaticBatchIsWhatFits) {
   const Config c = Config::mnist();
   const int64_t free = int64_t(8) << 30;
