@@ -473,10 +473,12 @@ TEST(CudaTwins, ChunkedStatePlanAsTheCpuBackend) {
   const ImageSet in = read_images(small_golden() + "/inputs-idx-ubyte", small.config);
   const Model mnist = narrow_mnist(2, 32, 42);
   const int T = small.config.bytes_per_image(), n = 5;
-  std::vector<uint8_t> known(size_t(n) * T, 0);
+  std::vector<uint8_t> known(size_t(n) * T, 0), given(known.size());
   for (int r = 0; r < n; ++r) // image r knows its first 5 + 4 r bytes
     for (int t = 0; t < 5 + 4 * r; ++t)
       known[size_t(r) * T + t] = 1;
+  for (size_t i = 0; i < given.size(); ++i) // the golden's 3 images, again after its last
+    given[i] = in.bytes[i % in.bytes.size()];
   for (const char *C : {"4", "3"}) {
     const StateChunk chunk(C);
     for (StateFormat state : {StateFormat::Fp32, StateFormat::Fp16}) {
@@ -492,7 +494,7 @@ TEST(CudaTwins, ChunkedStatePlanAsTheCpuBackend) {
                                Precision::Fp32, false, state);
       EXPECT_EQ(scored.cpu_lp, scored.twin_lp) << what;
       const Pair done =
-          both(small, job_of(n, 3), 2, in.bytes.data(), known.data(), Precision::Fp32, true, state);
+          both(small, job_of(n, 3), 2, given.data(), known.data(), Precision::Fp32, true, state);
       EXPECT_EQ(done.cpu, done.twin) << what;
       EXPECT_EQ(done.cpu_lp, done.twin_lp) << what;
     }
