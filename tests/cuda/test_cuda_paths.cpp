@@ -1,7 +1,8 @@
 // The GPU suite's paths written since the backend first ran on a GPU (2026-11-22), each end to end
 // against the CPU backend: the fp16 state, every feature map, the prefill's positions kernel in
 // fp16 and with a random-feature map, the sampler's temperature, bf16 GEMMs, the automatic batch
-// at 65,536 images, a step's graph captured and replayed, and the LayerNorm's shuffle reduction.
+// at 65,536 images, a step's graph captured and replayed, the LayerNorm's shuffle reduction, and
+// the state's write deferred over chunks (TARNN_STATE_CHUNK).
 // Tolerances are SPEC's (bits/dim within 1e-4 of the CPU backend, 99.9% of sampled pixels); where
 // the device computes what a model of it computes on the host, to the bit (the LayerNorm, on a GPU
 // too), bits. They run on a GPU, or on the emulated device (gpu_suite.h), and skip without either.
