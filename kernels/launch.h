@@ -27,6 +27,12 @@ void launch_linear_attention(const float *qkv, void *state, float *att, int rows
                              int n_layers, int n_heads, const PhiMap &m, StateFormat f,
                              const StepParams *p, cudaStream_t s, bool positions = false,
                              uint16_t *att16 = nullptr, const uint16_t *qkv16 = nullptr);
+// The same with the state's write deferred over chunks of C > 1 positions (chunked_attention.h):
+// state laid out with the chunk's buffer (state_block_bytes(..., C)); p->t the position
+void launch_chunked_attention(const float *qkv, void *state, float *att, int rows, int layer,
+                              int n_layers, int n_heads, const PhiMap &m, StateFormat f,
+                              const StepParams *p, cudaStream_t s, bool positions, uint16_t *att16,
+                              int C, const uint16_t *qkv16 = nullptr);
 void launch_bias_act(float *y, const float *b, int rows, int n, Act a, cudaStream_t s);
 // x16: also x's bf16 copy (residual_layernorm.h), where not null
 void launch_residual_layernorm(float *x, const float *y, const float *w, const float *nb, int rows,

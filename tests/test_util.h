@@ -34,6 +34,14 @@ inline std::string mnist_golden() {
   return dir ? dir : "";
 }
 
+// TARNN_STATE_CHUNK set for one scope (read wherever a state is laid out), then unset.
+struct StateChunk {
+  explicit StateChunk(const char *c) { setenv("TARNN_STATE_CHUNK", c, 1); }
+  ~StateChunk() { unsetenv("TARNN_STATE_CHUNK"); }
+  StateChunk(const StateChunk &) = delete;
+  StateChunk &operator=(const StateChunk &) = delete;
+};
+
 struct TempDir {
   std::filesystem::path path;
   TempDir() {

@@ -594,9 +594,14 @@ public:
     qkv16_ = false;
     // att's one reader is the out-projection: a bf16 GEMM takes it in bf16, written so here
     uint16_t *att16 = in_.written && w.out.precision == Precision::Bf16 ? in_.x16 : nullptr;
-    launch_linear_attention(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads,
-                            phi_map(c_, w.omega), b_.state_format, b_.params, gpu_.stream,
-                            positions_, att16, qkv16);
+    if (b_.state_chunk > 1) // S and z written once a chunk (chunked_attention.h)
+      launch_chunked_attention(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads,
+                               phi_map(c_, w.omega), b_.state_format, b_.params, gpu_.stream,
+                               positions_, att16, b_.state_chunk, qkv16);
+    else
+      launch_linear_attention(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads,
+                              phi_map(c_, w.omega), b_.state_format, b_.params, gpu_.stream,
+                              positions_, att16, qkv16);
     if (att16)
       copies_.x16 = b_.att; // att itself is not written
   }
@@ -773,10 +778,6 @@ public:
         gpu_((check_supported(m.config), gemm_inputs(o.precision)), gemm_path(k)),
         weights_(m.weights, o.precision) {
     mark_bf16_outputs(weights_.view, m.config, bf16_outputs_path(k.get("bf16_outputs")));
-    if (const int chunk = state_chunk(); chunk > 1) // its kernels write S and z every position
-      throw Error("TARNN_STATE_CHUNK=" + std::to_string(chunk) +
-                  ": the state's write deferred over chunks runs on the CPU only so far "
-                  "(docs/CUDA.md, the byte budget); unset it for --device cuda");
     // every layer's GEMM algorithm chosen and checked at every batch size now, not at its first
     // call (gemm.h: Gemm::prepare)
     auto prepare = [&](const LinearWeights &l, Act act, Gemm::Output y = Gemm::Output::Fp32) {

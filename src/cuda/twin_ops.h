@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../../kernels/bias_act.h"
+#include "../../kernels/chunked_attention.h"
 #include "../../kernels/gemm_ref.h"
 #include "../../kernels/int8_rows.h"
 #include "../../kernels/linear_attention.h"
@@ -74,6 +75,12 @@ public:
     embedding_cpu(b_.x, w.value_embedding, w.pos, b_.cur, b_.params, rows, c_.d_model, positions_);
   }
   void attention(int layer, int rows) {
+    if (b_.state_chunk > 1) { // the chunked kernels' twin
+      chunked_attention_cpu(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads,
+                            phi_map(c_, w_.layers[size_t(layer)].omega), b_.state_format,
+                            b_.params->t, positions_, b_.state_chunk);
+      return;
+    }
     linear_attention_cpu(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads,
                          phi_map(c_, w_.layers[size_t(layer)].omega), b_.state_format, b_.params->t,
                          positions_);

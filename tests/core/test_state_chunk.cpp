@@ -26,14 +26,6 @@ const Model &model() {
   return m;
 }
 
-// TARNN_STATE_CHUNK set for one scope (read wherever a state is laid out), then unset.
-struct Chunk {
-  explicit Chunk(const char *c) { setenv("TARNN_STATE_CHUNK", c, 1); }
-  ~Chunk() { unsetenv("TARNN_STATE_CHUNK"); }
-  Chunk(const Chunk &) = delete;
-  Chunk &operator=(const Chunk &) = delete;
-};
-
 RunOptions options(int64_t batch, int threads, StateFormat state, bool prefill = true) {
   RunOptions o;
   o.batch = batch;
@@ -50,7 +42,7 @@ struct Outputs {
   std::vector<double> scored, stepped;
 };
 Outputs run(const char *c, StateFormat f, const ImageSet *given = nullptr) {
-  std::unique_ptr<Chunk> chunk(c ? new Chunk(c) : nullptr);
+  std::unique_ptr<StateChunk> chunk(c ? new StateChunk(c) : nullptr);
   Engine e(model(), options(2, 1, f)), steps(model(), options(2, 1, f, false));
   Outputs r;
   if (!given) // else the images given are scored
@@ -143,7 +135,7 @@ TEST(StateChunk, Fp16ChunkedWithinABoundOfThePathWrittenEveryPosition) {
 }
 
 TEST(StateChunk, SameImagesForAnyBatchAndThreadCount) {
-  const Chunk chunk("4");
+  const StateChunk chunk("4");
   Engine a(model(), options(4, 1, StateFormat::Fp16)), b(model(), options(1, 1, StateFormat::Fp16)),
       c(model(), options(3, 2, StateFormat::Fp16));
   const ImageSet want = sample_images(a, 4, 11);
@@ -155,7 +147,7 @@ TEST(StateChunk, SameImagesForAnyBatchAndThreadCount) {
 // A completion's known rows end mid-chunk (392 rows, C = 5: two positions into a chunk): the
 // prefill leaves S_c0, z_c0 and the chunk's buffer as the steps do, so the samples are the steps'.
 TEST(StateChunk, APrefillEndingMidChunkResumesAsTheSteps) {
-  const Chunk chunk("5");
+  const StateChunk chunk("5");
   const Model &m = model();
   const int n = 3, T = m.config.bytes_per_image();
   Engine e(m, options(n, 2, StateFormat::Fp16)), steps(m, options(n, 1, StateFormat::Fp16, false));
@@ -173,7 +165,7 @@ TEST(StateChunk, APrefillEndingMidChunkResumesAsTheSteps) {
 
 TEST(StateChunk, ALengthOutsideOneToSixteenIsAnError) {
   for (const char *bad : {"0", "17", "x", "4x", "-1", "123"}) {
-    const Chunk chunk(bad);
+    const StateChunk chunk(bad);
     try {
       Engine e(model(), options(2, 1, StateFormat::Fp16));
       sample_images(e, 2, 1);

@@ -1,7 +1,8 @@
 // The GPU suite's paths written since the backend first ran on a GPU (2026-11-22), each end to end
 // against the CPU backend: the fp16 state, every feature map, the prefill's positions kernel in
 // fp16 and with a random-feature map, the sampler's temperature, bf16 GEMMs, the automatic batch
-// at 65,536 images, a step's graph captured and replayed, and the LayerNorm's shuffle reduction.
+// at 65,536 images, a step's graph captured and replayed, the LayerNorm's shuffle reduction, and
+// the state's write deferred over chunks (TARNN_STATE_CHUNK).
 // Tolerances are SPEC's (bits/dim within 1e-4 of the CPU backend, 99.9% of sampled pixels); where
 // the device computes what a model of it computes on the host, to the bit (the LayerNorm, on a GPU
 // too), bits. They run on a GPU, or on the emulated device (gpu_suite.h), and skip without either.
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpu_suite.h"
+#include "kernels/chunked_attention.h"
 #include "kernels/cuda_util.h"
 #include "kernels/gemm_ref.h"
 #include "kernels/launch.h"
@@ -22,6 +24,9 @@
 #include "src/cuda/gemm.h"
 #include "src/cuda/plan.h"
 #include "src/model/batch.h"
+#ifdef TARNN_EMULATED_DEVICE
+#include "src/cuda/emulator/emulator.h"
+#endif
 
 using namespace tarnn;
 using namespace tarnn_test;
@@ -693,54 +698,225 @@ TEST(CudaAttention, Bf16OutputIsTheFp32OneRounded) {
       }
 }
 
-// q, k and v read in bf16 (launch_linear_attention's qkv16: the q,k,v GEMM's bf16 output, issue 41)
-// give what fp32 q, k and v of the same values give, to the bit: the attention widens them exactly
-// and runs fp32 from there (QkvIn). The step kernel and the positions kernel, the register path
-// (d_head 32, elu + 1) and the general one (6, and favor, whose phi reads the head's whole row),
-// both state formats; the fp32 q, k and v are not read (null).
-TEST(CudaAttention, Bf16QkvReadAsTheirWidenedValues) {
+#ifdef TARNN_EMULATED_DEVICE
+namespace {
+
+// The step kernel's state traffic at position t, counted by the emulated device for `blocks`
+// (image, head) blocks: S and z read with the buffer's t % C entries before t; written, S and z
+// where t ends its chunk, else t's entry of the buffer alone (docs/CUDA.md, the byte budget).
+// Where S is walked in memory (registers: false) the count of a chunk's last position is held
+// between z and S and z: GCC's address instrumentation checks a cell's store after its load in the
+// same block once, so the emulated device sees the load alone (the register path stores its
+// column in a loop of its own: counted).
+void expect_chunked_state_bytes(const std::vector<tarnn_emu::Traffic> &traffic, int blocks, int n,
+                                int d, StateFormat f, int t, int C, bool registers) {
+  ASSERT_EQ(traffic.size(), size_t(1));
+  const tarnn_emu::Bytes state = traffic[0].labelled.at("state");
+  const uint64_t z = 4 * uint64_t(n), s = state_s_bytes(n, d, f) + z, entry = 4 * uint64_t(n + d);
+  EXPECT_EQ(state.read, blocks * (s + uint64_t(t % C) * entry)) << "position " << t;
+  if (t % C != C - 1) {
+    EXPECT_EQ(state.written, blocks * entry) << "position " << t;
+  } else if (registers) {
+    EXPECT_EQ(state.written, blocks * s) << "position " << t;
+  } else {
+    EXPECT_GE(state.written, blocks * z) << "position " << t;
+    EXPECT_LE(state.written, blocks * s) << "position " << t;
+  }
+}
+
+} // namespace
+#endif
+
+// The state's write deferred over chunks of C (TARNN_STATE_CHUNK; kernels/chunked_attention.cu)
+// against its CPU twin, chunked_attention_cpu (the plain reference's bits: test_cuda_plan's
+// CudaTwins.ChunkedAttention*): the step kernel (rows as images, 3C + 2 positions) and the
+// positions kernel (5 consecutive positions a call, crossing the chunks' boundaries), the register
+// path (d_head 32) and the general one (6), fp32 and fp16, C 4 and 3. The emulated device runs
+// the twin's code: the outputs and the state's bytes (S, z and the chunk's buffer) to the bit. On
+// a GPU, expf in phi is CUDA's: the outputs within 1e-5 of the twin's. The emulated device counts
+// the step kernel's state bytes too: S and z are written at a chunk's last position only.
+TEST(CudaStateChunk, KernelsAsTheirTwin) {
   REQUIRE_CUDA_DEVICE();
-  for (int d : {32, 6})
-    for (bool favor : {false, true})
+  for (const int C : {4, 3})
+    for (int d : {32, 6})
       for (StateFormat f : {StateFormat::Fp32, StateFormat::Fp16})
         for (bool positions : {false, true}) {
-          SCOPED_TRACE("d_head " + std::to_string(d) + (favor ? ", favor" : ", elu + 1") +
-                       ", state " + name(f) + (positions ? ", positions" : ""));
+          SCOPED_TRACE("C " + std::to_string(C) + ", d_head " + std::to_string(d) + ", state " +
+                       name(f) + (positions ? ", positions" : ""));
           Config c;
           c.n_layers = 2;
           c.n_heads = 3;
           c.d_head = d;
-          if (favor)
-            c.feature_map = feature_map_of(FeatureMapKind::Favor, 12, 0.2);
-          const int rows = 5, A = c.n_heads * d, n = c.features();
-          const int blocks = (positions ? 1 : rows) * c.n_layers * c.n_heads;
-          std::vector<float> omega(size_t(d) * size_t(c.feature_map.omega_columns()));
-          for (size_t i = 0; i < omega.size(); ++i)
-            omega[i] = std::cos(float(i) * 0.71f);
-          DeviceArray<float> domega(omega);
-          const PhiMap m = phi_map(c, favor ? domega.get() : nullptr);
-          std::vector<uint16_t> qkv16(size_t(rows) * 3 * A);
-          std::vector<float> widened(qkv16.size());
-          for (size_t i = 0; i < qkv16.size(); ++i) {
-            qkv16[i] = bf16_bits(std::sin(float(i) * 0.37f) * 2.0f);
-            widened[i] = from_bf16(qkv16[i]);
+          const int rows = positions ? 5 : 3, A = c.n_heads * d, n = c.features();
+          const PhiMap m = phi_map(c, nullptr);
+          const size_t bytes =
+              size_t(positions ? 1 : rows) * c.n_layers * c.n_heads * state_block_bytes(n, d, f, C);
+          std::vector<uint8_t> twin(bytes, 0);
+          DeviceArray<uint8_t> state(twin);
+          std::vector<float> qkv(size_t(rows) * 3 * A), att(size_t(rows) * A);
+          DeviceArray<float> datt(att.size());
+          for (int call = 0, t = 0; call < (positions ? 3 : 3 * C + 2);
+               ++call, t += positions ? rows : 1) {
+            for (size_t i = 0; i < qkv.size(); ++i)
+              qkv[i] = std::sin(0.37f * float(i) + float(call)) * 2.0f;
+            StepParams p;
+            p.t = t;
+            DeviceArray<float> dqkv(qkv);
+            DeviceArray<StepParams> dp(std::vector<StepParams>{p});
+#ifdef TARNN_EMULATED_DEVICE
+            tarnn_emu::label_memory(state.get(), bytes, "state");
+            tarnn_emu::reset_traffic();
+#endif
+            launch_chunked_attention(dqkv.get(), state.get(), datt.get(), rows, 1, c.n_layers,
+                                     c.n_heads, m, f, dp.get(), nullptr, positions, nullptr, C);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+#ifdef TARNN_EMULATED_DEVICE
+            if (!positions)
+              expect_chunked_state_bytes(tarnn_emu::traffic(), rows * c.n_heads, n, d, f, t, C,
+                                         chunk_registers(m, f));
+#endif
+            chunked_attention_cpu(qkv.data(), twin.data(), att.data(), rows, 1, c.n_layers,
+                                  c.n_heads, m, f, t, positions, C);
+            const std::vector<float> got = datt.download();
+            if (emulated()) {
+              ASSERT_EQ(got, att) << "call " << call;
+              ASSERT_EQ(state.download(), twin) << "call " << call;
+            } else {
+              for (size_t i = 0; i < att.size(); ++i)
+                ASSERT_NEAR(got[i], att[i], 1e-5) << "call " << call << ", output " << i;
+              state.upload(twin); // the next call from the twin's state
+            }
           }
-          StepParams p;
-          p.t = 6;
-          DeviceArray<float> dwide(widened), att(size_t(rows) * A), att_b(size_t(rows) * A);
-          DeviceArray<uint16_t> dqkv16(qkv16);
-          DeviceArray<StepParams> dp(std::vector<StepParams>{p});
-          const size_t state_bytes = size_t(blocks) * state_block_bytes(n, d, f);
-          DeviceArray<uint8_t> s32(std::vector<uint8_t>(state_bytes, 0)),
-              s16(std::vector<uint8_t>(state_bytes, 0));
-          launch_linear_attention(dwide.get(), s32.get(), att.get(), rows, 1, c.n_layers, c.n_heads,
-                                  m, f, dp.get(), nullptr, positions);
-          launch_linear_attention(nullptr, s16.get(), att_b.get(), rows, 1, c.n_layers, c.n_heads,
-                                  m, f, dp.get(), nullptr, positions, nullptr, dqkv16.get());
-          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          EXPECT_EQ(att_b.download(), att.download());
-          EXPECT_EQ(s16.download(), s32.download());
         }
+}
+
+namespace {
+
+// A model's rollouts on the GPU with TARNN_STATE_CHUNK = C and 1: sampled, scored and completed
+// (image r knowing its first 5 + 7 r bytes: prefills ending at every place of a chunk), the same
+// images and log-likelihoods to the bit.
+void expect_as_written_every_position(const Model &m, StateFormat state, int positions,
+                                      const char *C) {
+  SCOPED_TRACE(std::string("C ") + C + " and 1, " + name(state) + " state");
+  const int n = 4, T = m.config.bytes_per_image();
+  std::vector<uint8_t> known(size_t(n) * T, 0);
+  for (int r = 0; r < n; ++r)
+    for (int t = 0; t < 5 + 7 * r; ++t)
+      known[size_t(r) * T + t] = 1;
+  const On gpu = on(Device::Cuda, 0, true, Precision::Fp32, state);
+  Outcome sampled[2], scored[2], done[2];
+  for (int i = 0; i < 2; ++i) {
+    const StateChunk chunk(i ? "1" : C);
+    sampled[i] = run_on(gpu, m, n, 13, nullptr, nullptr, 0, positions);
+    scored[i] = run_on(gpu, m, n, 0, sampled[0].images.data(), nullptr, 0, positions);
+    done[i] = run_on(gpu, m, n, 5, sampled[0].images.data(), known.data(), 0, positions);
+  }
+  EXPECT_EQ(sampled[0].images, sampled[1].images);
+  EXPECT_EQ(scored[0].log_prob, scored[1].log_prob);
+  EXPECT_EQ(done[0].images, done[1].images);
+  EXPECT_EQ(done[0].log_prob, done[1].log_prob);
+}
+
+} // namespace
+
+// Whole rollouts with the write deferred on the CUDA backend: the small golden (39 positions, the
+// general path) with C = 4 and 3, the MNIST size (all 783 positions, the register path in fp16)
+// with C = 4. In fp32 storage the chunk's sums are the steps' (docs/SPEC.md, "The state in
+// chunks"): the GPU's images and log-likelihoods are those of C = 1 to the bit. With the fp16
+// state, S rounded once a chunk: sampled, scored and completed as the CPU backend's chunked path
+// within SPEC's tolerances (the emulated device's GEMMs sum in their own order: C = 1 is held to
+// the same bar; the twins are the CPU's to the bit, test_cuda_plan), and scored not as C = 1; the
+// same images for batches of 1 and 4, and completions prefilled (the positions kernel) as stepped.
+TEST(CudaStateChunk, RolloutsAsTheCpuBackendsChunkedPath) {
+  REQUIRE_CUDA_DEVICE();
+  const Model small = load_model(small_golden());
+  for (const Model *m : {&small, &mnist()}) {
+    const int P = m == &mnist() ? mnist_positions() : -1;
+    const std::string label = m == &small ? "small golden" : "MNIST size";
+    for (const char *C : {"4", "3"}) {
+      if (m == &mnist() && C[0] == '3')
+        continue; // the register path's code is C's the same
+      expect_as_written_every_position(*m, StateFormat::Fp32, P, C);
+      const StateChunk chunk(C);
+      expect_as_the_cpu(*m, StateFormat::Fp16, P, 4, label + ", fp16 state, C " + C);
+      On one = on(Device::Cuda, 1, true, Precision::Fp32, StateFormat::Fp16);
+      const Outcome alone = run_on(one, *m, 4, 13, nullptr, nullptr, 0, P);
+      one.run.prefill = false;
+      const std::vector<uint8_t> known = top_halves(m->config, 4);
+      const Outcome stepped = run_on(one, *m, 4, 5, alone.images.data(), known.data(), 0, P);
+      const On four = on(Device::Cuda, 4, true, Precision::Fp32, StateFormat::Fp16);
+      EXPECT_EQ(run_on(four, *m, 4, 13, nullptr, nullptr, 0, P).images, alone.images) << C;
+      const Outcome prefilled = run_on(four, *m, 4, 5, alone.images.data(), known.data(), 0, P);
+      EXPECT_EQ(prefilled.images, stepped.images) << C;
+      EXPECT_EQ(prefilled.log_prob, stepped.log_prob) << C;
+      const std::vector<double> scored =
+          run_on(four, *m, 4, 0, alone.images.data(), nullptr, 0, P).log_prob;
+      const StateChunk every("1");
+      EXPECT_NE(run_on(four, *m, 4, 0, alone.images.data(), nullptr, 0, P).log_prob, scored) << C;
+    }
+  }
+}
+
+// q, k and v read in bf16 (launch_linear_attention's qkv16: the q,k,v GEMM's bf16 output, issue 41)
+// give what fp32 q, k and v of the same values give, to the bit: the attention widens them exactly
+// and runs fp32 from there (QkvIn). The step kernel and the positions kernel, the register path
+// (d_head 32, elu + 1) and the general one (6, and favor, whose phi reads the head's whole row),
+// both state formats, the state written every position and once a chunk of 4 (chunked_attention.cu,
+// TARNN_STATE_CHUNK=4); the fp32 q, k and v are not read (null).
+TEST(CudaAttention, Bf16QkvReadAsTheirWidenedValues) {
+  REQUIRE_CUDA_DEVICE();
+  for (int C : {1, 4})
+    for (int d : {32, 6})
+      for (bool favor : {false, true})
+        for (StateFormat f : {StateFormat::Fp32, StateFormat::Fp16})
+          for (bool positions : {false, true}) {
+            SCOPED_TRACE("C " + std::to_string(C) + ", d_head " + std::to_string(d) +
+                         (favor ? ", favor" : ", elu + 1") + ", state " + name(f) +
+                         (positions ? ", positions" : ""));
+            Config c;
+            c.n_layers = 2;
+            c.n_heads = 3;
+            c.d_head = d;
+            if (favor)
+              c.feature_map = feature_map_of(FeatureMapKind::Favor, 12, 0.2);
+            const int rows = 5, A = c.n_heads * d, n = c.features();
+            const int blocks = (positions ? 1 : rows) * c.n_layers * c.n_heads;
+            std::vector<float> omega(size_t(d) * size_t(c.feature_map.omega_columns()));
+            for (size_t i = 0; i < omega.size(); ++i)
+              omega[i] = std::cos(float(i) * 0.71f);
+            DeviceArray<float> domega(omega);
+            const PhiMap m = phi_map(c, favor ? domega.get() : nullptr);
+            std::vector<uint16_t> qkv16(size_t(rows) * 3 * A);
+            std::vector<float> widened(qkv16.size());
+            for (size_t i = 0; i < qkv16.size(); ++i) {
+              qkv16[i] = bf16_bits(std::sin(float(i) * 0.37f) * 2.0f);
+              widened[i] = from_bf16(qkv16[i]);
+            }
+            StepParams p;
+            p.t = 6;
+            DeviceArray<float> dwide(widened), att(size_t(rows) * A), att_b(size_t(rows) * A);
+            DeviceArray<uint16_t> dqkv16(qkv16);
+            DeviceArray<StepParams> dp(std::vector<StepParams>{p});
+            const size_t state_bytes = size_t(blocks) * state_block_bytes(n, d, f, C);
+            DeviceArray<uint8_t> s32(std::vector<uint8_t>(state_bytes, 0)),
+                s16(std::vector<uint8_t>(state_bytes, 0));
+            if (C == 1) {
+              launch_linear_attention(dwide.get(), s32.get(), att.get(), rows, 1, c.n_layers,
+                                      c.n_heads, m, f, dp.get(), nullptr, positions);
+              launch_linear_attention(nullptr, s16.get(), att_b.get(), rows, 1, c.n_layers,
+                                      c.n_heads, m, f, dp.get(), nullptr, positions, nullptr,
+                                      dqkv16.get());
+            } else {
+              launch_chunked_attention(dwide.get(), s32.get(), att.get(), rows, 1, c.n_layers,
+                                       c.n_heads, m, f, dp.get(), nullptr, positions, nullptr, C);
+              launch_chunked_attention(nullptr, s16.get(), att_b.get(), rows, 1, c.n_layers,
+                                       c.n_heads, m, f, dp.get(), nullptr, positions, nullptr, C,
+                                       dqkv16.get());
+            }
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            EXPECT_EQ(att_b.download(), att.download());
+            EXPECT_EQ(s16.download(), s32.download());
+          }
 }
 
 // --precision bf16 with q, k and v in bf16 (the engine's: the q,k,v GEMM's bf16 epilogue, the
@@ -811,4 +987,33 @@ TEST(CudaBf16Outputs, UnfusedGemmRoundsQkvByAPassAsTheEpilogue) {
   EXPECT_EQ(run_on(unfused, small, 3, 13).images, sampled.images);
   EXPECT_EQ(run_on(unfused, small, 3, 0, sampled.images.data()).log_prob,
             run_on(fused, small, 3, 0, sampled.images.data()).log_prob);
+}
+
+// The same with the state's write deferred (TARNN_STATE_CHUNK=4, chunked_attention.cu reading q, k
+// and v through QkvIn; the lease's configuration): the small golden's CPU samples scored on the
+// device as on the CPU backend with the same knob, on either path, and the paths apart.
+TEST(CudaBf16Outputs, QkvInBf16WithTheStateInChunksAsTheCpuBackend) {
+  REQUIRE_CUDA_DEVICE();
+  const Model small = load_model(small_golden());
+  const StateChunk four("4");
+  const int n = 3;
+  const std::vector<uint8_t> images = run_on(on(Device::Cpu, n), small, n, 13).images;
+  std::vector<double> scores[2];
+  for (const char *path : {"", "fp32"}) {
+    SCOPED_TRACE(*path ? "TARNN_BF16_OUTPUTS=fp32" : "q, k, v in bf16");
+    On gpu = on(Device::Cuda, 0, true, Precision::Bf16, StateFormat::Fp16),
+       cpu = on(Device::Cpu, n, true, Precision::Bf16, StateFormat::Fp16);
+    if (*path) {
+      gpu.knobs.set("bf16_outputs", path);
+      cpu.knobs.set("bf16_outputs", path);
+    }
+    const Outcome a = run_on(gpu, small, n, 0, images.data()),
+                  b = run_on(cpu, small, n, 0, images.data());
+    for (int r = 0; r < n; ++r)
+      EXPECT_NEAR(bpd(a.log_prob[size_t(r)], small.config),
+                  bpd(b.log_prob[size_t(r)], small.config), 1e-3)
+          << "image " << r;
+    scores[*path != 0] = a.log_prob;
+  }
+  EXPECT_NE(scores[0], scores[1]);
 }

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "kernels/chunked_attention.h"
 #include "kernels/linear_attention.h"
 #include "src/cuda/plan.h"
 #include "src/cuda/twin_ops.h"
@@ -93,6 +94,22 @@ TEST(CudaPlan, LayoutIsAlignedDisjointAndHoldsTheSpecifiedState) {
   EXPECT_LE(step, per + 13 * 256);
   EXPECT_GT(per, 270336);
   EXPECT_LT(per, 300000); // the state is nearly all of it
+}
+
+// TARNN_STATE_CHUNK=4 at the MNIST shape with the fp16 state: each image's state holds the
+// chunk's buffer beside S and z (3 entries of phi(k) and v, 256 bytes a head each: 49,152 bytes
+// over 64 heads), 188,416 bytes an image (docs/CUDA.md, the byte budget), and the GPU's memory
+// plan counts it: its bytes an image and the batch's layout.
+TEST(CudaPlan, ChunkedStateCountsItsBuffer) {
+  const Config c = Config::mnist();
+  const StateFormat f = StateFormat::Fp16;
+  const int64_t unchunked = cuda_bytes_per_image(c, f);
+  const StateChunk chunk("4");
+  EXPECT_EQ(state_bytes_per_image(c, f), 188416);
+  EXPECT_EQ(cuda_bytes_per_image(c, f) - unchunked, 49152);
+  const BatchLayout l = batch_layout(c, 7, f);
+  EXPECT_EQ(l.state_chunk, 4);
+  EXPECT_EQ(l.state_bytes, size_t(7) * 188416);
 }
 
 TEST(CudaPlan, AutomaticBatchIsWhatFits) {
@@ -420,6 +437,108 @@ TEST(CudaTwins, PlanPrefillsAsTheCpuBackend) {
           EXPECT_EQ(p.cpu_lp, p.twin_lp) << name(precision) << " state " << name(state) << batch;
         }
       }
+  }
+}
+
+// The chunked kernels' twin (kernels/chunked_attention.h: their phases thread by thread) against
+// the plain reference of the state's write deferred, chunked_attention_update: the same outputs
+// and the same state bytes (S, z and the chunk's buffer) after every call, over three chunks and a
+// part: rows as images at one position (the step kernel), or consecutive positions of image 0
+// crossing the chunks' boundaries (the positions kernel); d 32 (the register path in 16-bit
+// formats), 6 and 33 (the general one), every format, C 4 and 3 (fp16's exponent changes at the
+// last position of C = 4's chunks, inside C = 3's).
+namespace {
+
+void expect_chunked_twin_is_the_reference(bool positions) {
+  for (const int C : {4, 3})
+    for (StateFormat f : all_state_formats())
+      for (int d : {6, 32, 33}) {
+        const int rows = positions ? 5 : 3, heads = 2, layers = 2, A = heads * d;
+        const size_t block = state_block_bytes(d, d, f, C);
+        const size_t n = block * layers * heads * (positions ? 1 : rows);
+        Config c;
+        c.d_head = d;
+        const PhiMap m = phi_map(c, nullptr); // elu + 1
+        std::vector<uint8_t> twin(n, 0), plain(n, 0);
+        std::vector<float> qkv(size_t(rows) * 3 * A), att1(size_t(rows) * A), att2(att1.size());
+        std::vector<float> fq(static_cast<size_t>(d)), fk(fq.size()), wide(size_t(d) * d);
+        const int calls = positions ? 3 : 3 * C + 2;
+        for (int call = 0, t = 0; call < calls; ++call, t += positions ? rows : 1) {
+          for (size_t i = 0; i < qkv.size(); ++i)
+            qkv[i] = std::sin(0.37f * float(i) + float(call)) * 2.0f;
+          chunked_attention_cpu(qkv.data(), twin.data(), att1.data(), rows, 1, layers, heads, m, f,
+                                t, positions, C);
+          for (int r = 0; r < rows; ++r)
+            for (int h = 0; h < heads; ++h) {
+              const float *q = &qkv[size_t(r) * 3 * A + size_t(h) * d];
+              for (int i = 0; i < d; ++i) {
+                fq[size_t(i)] = phi_elementwise(m.kind, q[i]);
+                fk[size_t(i)] = phi_elementwise(m.kind, q[A + i]);
+              }
+              uint8_t *at = plain.data() +
+                            state_block_offset(positions ? 0 : r, 1, h, layers, heads, d, d, f, C);
+              dispatch(f, [&](auto F) {
+                chunked_attention_update<F>(fq.data(), fk.data(), q + 2 * A, at,
+                                            &att2[size_t(r) * A + size_t(h) * d], d, d,
+                                            positions ? t + r : t, C, wide.data());
+              });
+            }
+          ASSERT_EQ(att1, att2) << name(f) << " C " << C << " d_head " << d << " call " << call;
+          ASSERT_EQ(twin, plain) << name(f) << " C " << C << " d_head " << d << " call " << call;
+        }
+      }
+}
+
+} // namespace
+
+TEST(CudaTwins, ChunkedAttentionIsThePlainReference) {
+  expect_chunked_twin_is_the_reference(false);
+}
+
+TEST(CudaTwins, ChunkedAttentionPositionsAreThePlainReference) {
+  expect_chunked_twin_is_the_reference(true);
+}
+
+// TARNN_STATE_CHUNK (C = 4 and 3) on the GPU plan with the chunked kernels' twins: the CPU
+// backend's chunked path's bytes and log-likelihoods to the bit, in fp32 and fp16: the small golden
+// sampled in chunks of 3 and at once, scored, and completed with known leading runs of 5 to 22
+// bytes (prefills ending at every place in a chunk) through the GPU's prefill; the MNIST-size
+// model of the emulated device (d_head 32: the register path in fp16) sampled over all its 783
+// positions.
+TEST(CudaTwins, ChunkedStatePlanAsTheCpuBackend) {
+  const Model small = load_model(small_golden());
+  const ImageSet in = read_images(small_golden() + "/inputs-idx-ubyte", small.config);
+  const Model mnist = narrow_mnist(2, 32, 42);
+  const int T = small.config.bytes_per_image(), n = 5;
+  std::vector<uint8_t> known(size_t(n) * T, 0), given(known.size());
+  for (int r = 0; r < n; ++r) // image r knows its first 5 + 4 r bytes
+    for (int t = 0; t < 5 + 4 * r; ++t)
+      known[size_t(r) * T + t] = 1;
+  for (size_t i = 0; i < given.size(); ++i) // the golden's 3 images, again after its last
+    given[i] = in.bytes[i % in.bytes.size()];
+  for (const char *C : {"4", "3"}) {
+    const StateChunk chunk(C);
+    for (StateFormat state : {StateFormat::Fp32, StateFormat::Fp16}) {
+      const std::string what = std::string("C ") + C + ", " + name(state);
+      const Pair sampled =
+          both(small, job_of(7, 99, 5), 3, nullptr, nullptr, Precision::Fp32, false, state);
+      EXPECT_EQ(sampled.cpu, sampled.twin) << what;
+      EXPECT_EQ(
+          both(small, job_of(7, 99, 5), 7, nullptr, nullptr, Precision::Fp32, false, state).twin,
+          sampled.twin)
+          << what;
+      const Pair scored = both(small, job_of(in.count, 0), 2, in.bytes.data(), nullptr,
+                               Precision::Fp32, false, state);
+      EXPECT_EQ(scored.cpu_lp, scored.twin_lp) << what;
+      const Pair done =
+          both(small, job_of(n, 3), 2, given.data(), known.data(), Precision::Fp32, true, state);
+      EXPECT_EQ(done.cpu, done.twin) << what;
+      EXPECT_EQ(done.cpu_lp, done.twin_lp) << what;
+    }
+    const Pair full =
+        both(mnist, job_of(2, 11), 2, nullptr, nullptr, Precision::Fp32, false, StateFormat::Fp16);
+    EXPECT_EQ(full.cpu, full.twin) << C;
+    EXPECT_EQ(full.cpu_lp, full.twin_lp) << C;
   }
 }
 
