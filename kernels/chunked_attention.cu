@@ -28,9 +28,8 @@ __device__ void store_chunked_att(float *att, uint16_t *att16, size_t at, float 
 // (tests/cuda/registers_test.sh), the chunk's phases (chunked_attention.h) in place of the step's.
 template <int DH, StateFormat F>
 __global__ void __launch_bounds__(256, 4)
-    chunked_attention_kernel(const float *qkv, void *state, float *att, int rows, int layer,
-                             int n_layers, int n_heads, PhiMap m, const StepParams *p,
-                             uint16_t *att16, int C) {
+    chunked_attention_kernel(QkvIn qkv, void *state, float *att, int rows, int layer, int n_layers,
+                             int n_heads, PhiMap m, const StepParams *p, uint16_t *att16, int C) {
   const int d = DH > 0 ? DH : m.d, n = DH > 0 ? DH : m.features;
   const int t = p->t;                  // the place in the chunk, whatever the format
   TARNN_DYNAMIC_SHARED(float, shared); // per pair: phi(q), phi(k), z with the chunk's terms
@@ -68,9 +67,9 @@ __global__ void __launch_bounds__(256, 4)
 // prefill's S is written once a chunk, as the steps', and read from cache in between.
 template <int DH, StateFormat F>
 __global__ void __launch_bounds__(256)
-    chunked_attention_positions_kernel(const float *qkv, void *state, float *att, int rows,
-                                       int layer, int n_layers, int n_heads, PhiMap m,
-                                       const StepParams *p, uint16_t *att16, int C) {
+    chunked_attention_positions_kernel(QkvIn qkv, void *state, float *att, int rows, int layer,
+                                       int n_layers, int n_heads, PhiMap m, const StepParams *p,
+                                       uint16_t *att16, int C) {
   const int d = DH > 0 ? DH : m.d, n = DH > 0 ? DH : m.features;
   const int t0 = p->t;                 // row r is position t0 + r
   TARNN_DYNAMIC_SHARED(float, shared); // phi(q), phi(k), z with the chunk's terms
@@ -105,7 +104,7 @@ __global__ void __launch_bounds__(256)
 // Launches the step kernel (or, with `positions`, the positions kernel) for format F: DH = the
 // paper's d_head where the column stays in registers (chunk_registers), else the general one.
 template <int DH, StateFormat F>
-void launch_chunked(const float *qkv, void *state, float *att, int rows, int layer, int n_layers,
+void launch_chunked(QkvIn qkv, void *state, float *att, int rows, int layer, int n_layers,
                     int n_heads, const PhiMap &m, const StepParams *p, cudaStream_t s,
                     bool positions, uint16_t *att16, int C) {
   const int dpad = (m.d + 31) / 32 * 32; // d_head <= 256 (Config::validate)
@@ -132,17 +131,18 @@ void launch_chunked(const float *qkv, void *state, float *att, int rows, int lay
 void launch_chunked_attention(const float *qkv, void *state, float *att, int rows, int layer,
                               int n_layers, int n_heads, const PhiMap &m, StateFormat f,
                               const StepParams *p, cudaStream_t s, bool positions, uint16_t *att16,
-                              int C) {
+                              int C, const uint16_t *qkv16) {
   if (rows <= 0) // an empty grid is a launch error
     return;
+  const QkvIn in = qkv16 ? QkvIn{qkv16, true} : QkvIn{qkv, false}; // linear_attention.h
   dispatch(f, [&](auto F) {
     if constexpr (kChunkRegisters<kRegisterDHead, F>)
       if (chunk_registers(m, F)) {
-        launch_chunked<kRegisterDHead, F>(qkv, state, att, rows, layer, n_layers, n_heads, m, p, s,
+        launch_chunked<kRegisterDHead, F>(in, state, att, rows, layer, n_layers, n_heads, m, p, s,
                                           positions, att16, C);
         return;
       }
-    launch_chunked<0, F>(qkv, state, att, rows, layer, n_layers, n_heads, m, p, s, positions, att16,
+    launch_chunked<0, F>(in, state, att, rows, layer, n_layers, n_heads, m, p, s, positions, att16,
                          C);
   });
 }

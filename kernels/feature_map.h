@@ -77,7 +77,8 @@ template <class Fn> TARNN_HD decltype(auto) dispatch(FeatureMapKind k, Fn &&fn) 
 }
 
 // Map K's code: feature(m, x, c), feature c (< m.features) of phi(x), x one head's d values
-// (biases included), one feature at a time (a GPU thread's); and features(m, x, out), all F of
+// (biases included; X: a float pointer, or anything indexed as one, such as linear_attention.h's
+// QkvIn), one feature at a time (a GPU thread's); and features(m, x, out), all F of
 // them into out on the host, phi_feature's values to the bit, with each u_c and |x s|^2 formed
 // once and u's sums in a loop over omega's rows that vectorises (each u_c still summed over i
 // ascending). The elementwise maps have of(u), phi of one element. There is no code by default:
@@ -86,7 +87,9 @@ template <FeatureMapKind K> struct Phi;
 
 // An elementwise map, of(u) for each element.
 template <class Map> struct ElementwisePhi {
-  static TARNN_HD float feature(const PhiMap &, const float *x, int c) { return Map::of(x[c]); }
+  template <class X> static TARNN_HD float feature(const PhiMap &, X x, int c) {
+    return Map::of(x[c]);
+  }
   static void features(const PhiMap &m, const float *x, float *out) {
     for (int c = 0; c < m.features; ++c)
       out[c] = Map::of(x[c]);
@@ -115,7 +118,7 @@ TARNN_HD float phi_elementwise(FeatureMapKind k, float u) {
 }
 
 // u_c = sum_i (x_i s) omega_ic, i ascending.
-TARNN_HD float omega_dot(const PhiMap &m, const float *x, int c) {
+template <class X> TARNN_HD float omega_dot(const PhiMap &m, X x, int c) {
   float u = 0.0f;
   for (int i = 0; i < m.d; ++i)
     u = u + (x[i] * m.x_scale) * m.omega[size_t(i) * m.cols + c];
@@ -136,7 +139,7 @@ inline void omega_dots(const PhiMap &m, const float *x, float *u) {
 
 // random_fourier, smoothed: sqrt(2 / m) [cos u | sin u] (| smoothing)
 template <bool kSmoothed> struct FourierPhi {
-  static TARNN_HD float feature(const PhiMap &m, const float *x, int c) {
+  template <class X> static TARNN_HD float feature(const PhiMap &m, X x, int c) {
     if (c >= 2 * m.cols)
       return m.smoothing;
     const float u = omega_dot(m, x, c < m.cols ? c : c - m.cols);
@@ -158,13 +161,13 @@ template <> struct Phi<FeatureMapKind::SmoothedRandomFourier> : FourierPhi<true>
 
 // favor: [exp(u - off) | exp(-u - off)], off = |x s|^2 / 2 + ln(n) / 2
 template <> struct Phi<FeatureMapKind::Favor> {
-  static TARNN_HD float offset(const PhiMap &m, const float *x) {
+  template <class X> static TARNN_HD float offset(const PhiMap &m, X x) {
     float norm = 0.0f;
     for (int i = 0; i < m.d; ++i)
       norm = norm + (x[i] * m.x_scale) * (x[i] * m.x_scale);
     return norm * 0.5f + m.log_half_n;
   }
-  static TARNN_HD float feature(const PhiMap &m, const float *x, int c) {
+  template <class X> static TARNN_HD float feature(const PhiMap &m, X x, int c) {
     const float off = offset(m, x);
     const float u = omega_dot(m, x, c < m.cols ? c : c - m.cols);
     return expf((c < m.cols ? u : -u) - off);
@@ -182,7 +185,7 @@ template <> struct Phi<FeatureMapKind::Favor> {
 
 // generalized_random: f(u), f elementwise (kernel_fn)
 template <> struct Phi<FeatureMapKind::GeneralizedRandom> {
-  static TARNN_HD float feature(const PhiMap &m, const float *x, int c) {
+  template <class X> static TARNN_HD float feature(const PhiMap &m, X x, int c) {
     return phi_elementwise(m.kernel_fn, omega_dot(m, x, c));
   }
   static void features(const PhiMap &m, const float *x, float *out) {
@@ -194,7 +197,7 @@ template <> struct Phi<FeatureMapKind::GeneralizedRandom> {
 };
 
 // Feature c (< m.features) of phi(x), x one head's d values (biases included).
-TARNN_HD float phi_feature(const PhiMap &m, const float *x, int c) {
+template <class X> TARNN_HD float phi_feature(const PhiMap &m, X x, int c) {
   return dispatch(m.kind, [&](auto K) { return Phi<K>::feature(m, x, c); });
 }
 

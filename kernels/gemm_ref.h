@@ -61,6 +61,14 @@ inline float bf16_pair_step(float acc, uint32_t x2, uint32_t w2) {
 // writes its output in bf16 (src/cuda/gemm.h) then adds a bf16 one.
 inline float bf16_bias(float b) { return from_bf16(bf16_bits(b)); }
 
+// y [n] as a bf16 output holds it (forward.h's LinearWeights::bf16_output: the GPU's GEMM writes
+// it in bf16): each value rounded by bf16_bits and kept as the float it rounds to, the value its
+// bf16 reader widens.
+inline void round_to_bf16(float *y, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    y[i] = from_bf16(bf16_bits(y[i]));
+}
+
 // W is [out, in] and b [out] in fp32 (both rounded here); b may be null.
 inline void linear_forward_bf16_ref(const float *W, const float *b, int out, int in, const float *x,
                                     int ldx, int rows, float *y, int ldy, Act act) {

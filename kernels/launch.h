@@ -20,17 +20,19 @@ void launch_embedding(float *x, const float *E, const float *P, const uint8_t *c
                       bool positions = false);
 // state: S in format f (state_format.h), then z; p->t the position (of row 0, with positions);
 // m: the layer's phi (feature_map.h; its omega in device memory); att16: the output written there
-// in bf16 (round_bf16.h's rule) instead of into att, for a bf16 GEMM, where not null
+// in bf16 (round_bf16.h's rule) instead of into att, for a bf16 GEMM, where not null; qkv16: q, k
+// and v read there in bf16 (the q,k,v GEMM's bf16 output, linear_attention.h's QkvIn) instead of
+// from qkv, where not null
 void launch_linear_attention(const float *qkv, void *state, float *att, int rows, int layer,
                              int n_layers, int n_heads, const PhiMap &m, StateFormat f,
                              const StepParams *p, cudaStream_t s, bool positions = false,
-                             uint16_t *att16 = nullptr);
+                             uint16_t *att16 = nullptr, const uint16_t *qkv16 = nullptr);
 // The same with the state's write deferred over chunks of C > 1 positions (chunked_attention.h):
 // state laid out with the chunk's buffer (state_block_bytes(..., C)); p->t the position
 void launch_chunked_attention(const float *qkv, void *state, float *att, int rows, int layer,
                               int n_layers, int n_heads, const PhiMap &m, StateFormat f,
                               const StepParams *p, cudaStream_t s, bool positions, uint16_t *att16,
-                              int C);
+                              int C, const uint16_t *qkv16 = nullptr);
 void launch_bias_act(float *y, const float *b, int rows, int n, Act a, cudaStream_t s);
 // x16: also x's bf16 copy (residual_layernorm.h), where not null
 void launch_residual_layernorm(float *x, const float *y, const float *w, const float *nb, int rows,

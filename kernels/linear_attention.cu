@@ -30,9 +30,8 @@ __device__ void store_att(float *att, uint16_t *att16, size_t at, float v) {
 // (65 without the bound: 3 blocks, docs/CUDA.md); tests/cuda/registers_test.sh holds the budget.
 template <int DH, StateFormat F>
 __global__ void __launch_bounds__(256, 4)
-    linear_attention_kernel(const float *qkv, void *state, float *att, int rows, int layer,
-                            int n_layers, int n_heads, PhiMap m, const StepParams *p,
-                            uint16_t *att16) {
+    linear_attention_kernel(QkvIn qkv, void *state, float *att, int rows, int layer, int n_layers,
+                            int n_heads, PhiMap m, const StepParams *p, uint16_t *att16) {
   const int d = DH > 0 ? DH : m.d, n = DH > 0 ? DH : m.features;
   const int t = StateTraits<F>::kScaled ? p->t : 0; // only a scaled format needs the position
   TARNN_DYNAMIC_SHARED(float, shared); // per pair: phi(q), phi(k), old z; F floats each
@@ -69,9 +68,9 @@ __global__ void __launch_bounds__(256, 4)
 // DH > 0 the column stays in registers over all the rows: S is read once and written once.
 template <int DH, StateFormat F>
 __global__ void __launch_bounds__(256)
-    linear_attention_positions_kernel(const float *qkv, void *state, float *att, int rows,
-                                      int layer, int n_layers, int n_heads, PhiMap m,
-                                      const StepParams *p, uint16_t *att16) {
+    linear_attention_positions_kernel(QkvIn qkv, void *state, float *att, int rows, int layer,
+                                      int n_layers, int n_heads, PhiMap m, const StepParams *p,
+                                      uint16_t *att16) {
   const int d = DH > 0 ? DH : m.d, n = DH > 0 ? DH : m.features;
   const int t0 = StateTraits<F>::kScaled ? p->t : 0; // row r is position t0 + r
   TARNN_DYNAMIC_SHARED(float, shared);               // phi(q), phi(k), old z; F floats each
@@ -104,9 +103,8 @@ __global__ void __launch_bounds__(256)
 
 // Launches the step kernel (or, with `positions`, the positions kernel) for format F.
 template <StateFormat F>
-void launch(const float *qkv, void *state, float *att, int rows, int layer, int n_layers,
-            int n_heads, const PhiMap &m, const StepParams *p, cudaStream_t s, bool positions,
-            uint16_t *att16) {
+void launch(QkvIn qkv, void *state, float *att, int rows, int layer, int n_layers, int n_heads,
+            const PhiMap &m, const StepParams *p, cudaStream_t s, bool positions, uint16_t *att16) {
   const int d_head = m.d;
   const int dpad = (d_head + 31) / 32 * 32; // d_head <= 256 (Config::validate)
   const bool registers = register_path(m);
@@ -140,11 +138,13 @@ void launch(const float *qkv, void *state, float *att, int rows, int layer, int 
 
 void launch_linear_attention(const float *qkv, void *state, float *att, int rows, int layer,
                              int n_layers, int n_heads, const PhiMap &m, StateFormat f,
-                             const StepParams *p, cudaStream_t s, bool positions, uint16_t *att16) {
+                             const StepParams *p, cudaStream_t s, bool positions, uint16_t *att16,
+                             const uint16_t *qkv16) {
   if (rows <= 0) // an empty grid is a launch error
     return;
+  const QkvIn in = qkv16 ? QkvIn{qkv16, true} : QkvIn{qkv, false};
   dispatch(f, [&](auto F) {
-    launch<F>(qkv, state, att, rows, layer, n_layers, n_heads, m, p, s, positions, att16);
+    launch<F>(in, state, att, rows, layer, n_layers, n_heads, m, p, s, positions, att16);
   });
 }
 

@@ -20,15 +20,31 @@
 
 namespace tarnn {
 
-// Phase 1, thread j < d of head h of one row: qkv_row holds [q | k | v], A wide each; features
-// j, j + d, ... of phi(q), phi(k) and the old z. kElementwise: the map is elu + 1 or relu (F = d,
-// feature j alone), compiled without the random-feature maps' code: the register path's kernels
-// (register_path) stay within their 64 registers.
-template <bool kElementwise = false>
-TARNN_HD void attention_load(int j, const float *qkv_row, int A, int h, const PhiMap &m,
-                             const float *z, float *fq, float *fk, float *z_old, float *v_j) {
+// q, k and v as an attention kernel reads them, rows [q | k | v]: the q,k,v GEMM's output in fp32,
+// or in bf16 (its bits, where a bf16 GEMM writes them so: forward.h's LinearWeights::bf16_output)
+// widened exactly to fp32, so phi and the state's arithmetic are fp32's either way. Indexed and
+// offset as a float pointer is: one code path reads either.
+struct QkvIn {
+  const void *p = nullptr; // floats, or bf16 bits where `bf16`: one pointer, so a kernel that
+  bool bf16 = false;       // holds it across a call keeps the register budget (registers_test.sh)
+  TARNN_HD float operator[](size_t i) const {
+    return bf16 ? from_bf16_bits(static_cast<const uint16_t *>(p)[i])
+                : static_cast<const float *>(p)[i];
+  }
+  TARNN_HD QkvIn operator+(size_t n) const {
+    return {static_cast<const char *>(p) + n * (bf16 ? 2 : 4), bf16};
+  }
+};
+
+// Phase 1, thread j < d of head h of one row: qkv_row holds [q | k | v], A wide each (a float
+// pointer or a QkvIn); features j, j + d, ... of phi(q), phi(k) and the old z. kElementwise: the
+// map is elu + 1 or relu (F = d, feature j alone), compiled without the random-feature maps' code:
+// the register path's kernels (register_path) stay within their 64 registers.
+template <bool kElementwise = false, class Row>
+TARNN_HD void attention_load(int j, Row qkv_row, int A, int h, const PhiMap &m, const float *z,
+                             float *fq, float *fk, float *z_old, float *v_j) {
   const int d = m.d;
-  const float *q = qkv_row + h * d, *k = qkv_row + A + h * d;
+  const Row q = qkv_row + size_t(h * d), k = qkv_row + size_t(A + h * d);
   if constexpr (kElementwise) {
     fq[j] = phi_elementwise(m.kind, q[j]);
     fk[j] = phi_elementwise(m.kind, k[j]);
@@ -40,7 +56,7 @@ TARNN_HD void attention_load(int j, const float *qkv_row, int A, int h, const Ph
       z_old[c] = z[c];
     }
   }
-  *v_j = qkv_row[2 * A + h * d + j];
+  *v_j = qkv_row[size_t(2 * A + h * d + j)];
 }
 
 // Column j of S wherever phase 2 walks it: its thread's registers, or the state in memory. Each

@@ -20,7 +20,7 @@ N(0, 1) with --seed (its own generator: the other weights are those of the elu+1
 float64: inputs-idx-ubyte (N images: random bytes, all black, sparse strokes), expected.json
 ({"mixture_params": [N][L][3K], "bits_per_dim": [N]}), and expected-bf16.json, the same for
 --precision bf16 (tarnn_model.bf16_matmul_inputs: the linear layers' inputs, weights and biases
-rounded to bfloat16, everything else as before).
+rounded to bfloat16, and linear attention's q, k and v, everything else as before).
 """
 
 import argparse

@@ -362,6 +362,8 @@ def bf16_matmul_inputs(model):
     """The reference of the engine's --precision bf16: every linear layer's weights and bias
     rounded to bfloat16 once, its input rounded at each call, the products summed in the model's
     own dtype (float64 for the goldens: products of bf16 values are exact, the sums nearly so);
+    with linear attention q, k and v rounded too, after their bias (the engine's bf16 GEMM
+    outputs, docs/SPEC.md; TARNN_BF16_OUTPUTS=fp32 is the reference without them);
     phi, the state, LayerNorm and the mixture untouched. In place; returns the model."""
     with torch.no_grad():
         for m in model.modules():
@@ -370,6 +372,9 @@ def bf16_matmul_inputs(model):
                 if m.bias is not None:
                     m.bias.copy_(round_bf16(m.bias))
                 m.register_forward_pre_hook(lambda _, args: (round_bf16(args[0]),))
+            if isinstance(m, Attention) and m.kind == "linear":
+                for p in (m.query_projection, m.key_projection, m.value_projection):
+                    p.register_forward_hook(lambda _, __, out: round_bf16(out))
     return model
 
 

@@ -22,13 +22,16 @@
 
 namespace tarnn {
 
-CpuWeights::CpuWeights(const Model &m, const std::function<Precision(const Linear &)> &of)
+CpuWeights::CpuWeights(const Model &m, const std::function<Precision(const Linear &)> &of,
+                       Bf16Outputs outputs)
     : view_(make_view(
           m.weights, [](const std::vector<float> &v) { return v.data(); },
           [this, &of](const Linear &l) {
             const Precision p = of(l);
             return LinearWeights{p, l.out, l.in, packed(l, p), l.b.data(), l.w.data()};
-          })) {}
+          })) {
+  mark_bf16_outputs(view_, m.config, outputs);
+}
 
 const void *CpuWeights::packed(const Linear &l, Precision precision) {
   switch (precision) {
@@ -86,8 +89,8 @@ class CpuBackend : public Backend {
 public:
   // The teams spin where the engine's threads, all at work, fit in the cores it may use.
   CpuBackend(const Model &m, const RunOptions &o, const Knobs &k)
-      : model_(m), options_(o), weights_(m, o.precision), kernels_{k.get("reference_gemm") == "on"},
-        teams_(o.threads <= usable_cores().count) {}
+      : model_(m), options_(o), weights_(m, o.precision, bf16_outputs_path(k.get("bf16_outputs"))),
+        kernels_{k.get("reference_gemm") == "on"}, teams_(o.threads <= usable_cores().count) {}
 
   std::string device() const override {
     return "cpu: " + cpu_model_name() + ", " + count_of(options_.threads, "thread", "threads") +
@@ -261,7 +264,8 @@ const BackendRow &cpu_row() {
       kDefaultCpuBatch,
       "256",
       true,
-      {"reference_gemm"}, // "on": the plain reference GEMM
+      // "reference_gemm": "on", the plain reference GEMM; "bf16_outputs": fp32 (forward.h)
+      {"reference_gemm", "bf16_outputs"},
       &make_cpu_backend};
   return row;
 }

@@ -568,9 +568,13 @@ void CpuKernels::linear(const LinearWeights &l, const float *x, float *y, int ro
     return linear_forward(*static_cast<const PackedLinear *>(l.w), x, l.in, rows, y, l.out, act);
   case Precision::Bf16:
     if (reference)
-      return linear_forward_bf16_ref(l.w_ref, l.b, l.out, l.in, x, l.in, rows, y, l.out, act);
-    return linear_forward_bf16(*static_cast<const PackedLinearBf16 *>(l.w), x, l.in, rows, y, l.out,
-                               act);
+      linear_forward_bf16_ref(l.w_ref, l.b, l.out, l.in, x, l.in, rows, y, l.out, act);
+    else
+      linear_forward_bf16(*static_cast<const PackedLinearBf16 *>(l.w), x, l.in, rows, y, l.out,
+                          act);
+    if (l.bf16_output) // stored in bf16 on the GPU (forward.h: mark_bf16_outputs)
+      round_to_bf16(y, size_t(rows) * size_t(l.out));
+    return;
   case Precision::Int8:
     if (reference)
       return linear_forward_int8_ref(l.w_ref, l.b, l.out, l.in, x, l.in, rows, y, l.out, act);

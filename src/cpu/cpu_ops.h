@@ -14,15 +14,19 @@
 namespace tarnn {
 
 // The model's weights in the CPU's layout, packed once in `precision` (bf16: converted at load).
-// Holds pointers into `m`.
+// Holds pointers into `m`. outputs: which bf16 layers round their output (forward.h).
 class CpuWeights {
 public:
-  CpuWeights(const Model &m, Precision precision)
-      : CpuWeights(m, [&m, precision](const Linear &l) {
-          return &l == &m.weights.predictor ? head_precision(precision) : precision;
-        }) {}
+  CpuWeights(const Model &m, Precision precision, Bf16Outputs outputs = Bf16Outputs::Qkv)
+      : CpuWeights(
+            m,
+            [&m, precision](const Linear &l) {
+              return &l == &m.weights.predictor ? head_precision(precision) : precision;
+            },
+            outputs) {}
   // Each linear layer in the precision `of` gives it (tools/int8_study.cpp mixes them).
-  CpuWeights(const Model &m, const std::function<Precision(const Linear &)> &of);
+  CpuWeights(const Model &m, const std::function<Precision(const Linear &)> &of,
+             Bf16Outputs outputs = Bf16Outputs::Qkv);
   CpuWeights(const CpuWeights &) = delete;
   CpuWeights &operator=(const CpuWeights &) = delete;
   const ModelView &view() const { return view_; }

@@ -461,25 +461,27 @@ struct DeviceBatch {
 // Where the GEMMs read their inputs in their own type (all null with fp32 and tf32). bf16: x16,
 // room for one GEMM input of the batch (rows x the widest layer input), which the LayerNorm's copy
 // of x, the attention's bf16 output or a rounding pass fills; hid16, the first feed-forward GEMM's
-// bf16 output (rows x d_ff); written: the kernels that make a GEMM's input write it in bf16
-// (CudaBf16Inputs::Written), else a pass rounds each. int8: q, one GEMM input's rows quantized,
-// with a scale a row in sx (kernels/int8_rows.h), and sums, the int32 sums of a layer too wide for
-// y (int8_sums_width).
+// bf16 output (rows x d_ff); qkv16, the q,k,v GEMM's bf16 output (rows x 3 d_attn), which the
+// attention reads where the layer's LinearWeights::bf16_output says; written: the kernels that make
+// a GEMM's input write it in bf16 (CudaBf16Inputs::Written), else a pass rounds each. int8: q, one
+// GEMM input's rows quantized, with a scale a row in sx (kernels/int8_rows.h), and sums, the int32
+// sums of a layer too wide for y (int8_sums_width).
 struct GemmInputs {
-  uint16_t *x16 = nullptr, *hid16 = nullptr;
+  uint16_t *x16 = nullptr, *hid16 = nullptr, *qkv16 = nullptr;
   bool written = false;
   int8_t *q = nullptr;
   float *sx = nullptr;
   int32_t *sums = nullptr;
 };
 
-// The GEMM inputs' room, in one block: bf16, x16 then hid16 at cuBLASLt's alignment; int8, q (rows
-// of the widest input, padded), sx, then the sums; none for fp32 and tf32, whose GEMMs read X
+// The GEMM inputs' room, in one block: bf16, x16, hid16 then qkv16 at cuBLASLt's alignment; int8, q
+// (rows of the widest input, padded), sx, then the sums; none for fp32 and tf32, whose GEMMs read X
 // itself.
 size_t gemm_inputs_bytes(Precision p, size_t rows, const Config &c) {
   switch (p) {
   case Precision::Bf16:
-    return align256(rows * widest_input(c) * 2) + rows * size_t(c.d_ff) * 2;
+    return align256(rows * widest_input(c) * 2) + align256(rows * size_t(c.d_ff) * 2) +
+           rows * size_t(3 * c.d_attn()) * 2;
   case Precision::Int8:
     return align256(rows * int8_padded(int(widest_input(c)))) + align256(rows * 4) +
            rows * int8_sums_width(c) * 4;
@@ -497,6 +499,8 @@ GemmInputs gemm_inputs(const DeviceBlock &m, Precision p, size_t rows, const Con
   if (p == Precision::Bf16) {
     in.x16 = reinterpret_cast<uint16_t *>(base);
     in.hid16 = reinterpret_cast<uint16_t *>(base + align256(rows * widest_input(c) * 2));
+    in.qkv16 = reinterpret_cast<uint16_t *>(reinterpret_cast<char *>(in.hid16) +
+                                            align256(rows * size_t(c.d_ff) * 2));
     in.written = written;
   }
   if (p == Precision::Int8) {
@@ -549,6 +553,15 @@ public:
     if (l.precision == Precision::Bf16) { // the GEMM on bf16 operands
       const uint16_t *x16 = bf16_of(x, size_t(rows) * l.in);
       const bool fused = gemm->fuses(act);
+      if (l.bf16_output && y == b_.qkv) { // q, k, v in bf16 for the attention: the epilogue's
+        if (fused)                        // rounding, or (TARNN_GEMM=unfused) a pass's
+          gemm->run(l.w, bias_for(l, Gemm::Output::Bf16), act, x16, in_.qkv16, l.in, l.out, rows,
+                    Gemm::Output::Bf16);
+        else
+          round_after(gemm, l, x16, y, rows, act, in_.qkv16);
+        qkv16_ = true; // y itself is not written
+        return;
+      }
       if (fused && in_.written && y == b_.hid) { // hid's one reader: the next (bf16) GEMM
         gemm->run(l.w, bias_for(l, Gemm::Output::Bf16), act, x16, in_.hid16, l.in, l.out, rows,
                   Gemm::Output::Bf16);
@@ -577,16 +590,18 @@ public:
   void attention(int layer, int rows) {
     wrote(b_.att);
     const LayerView &w = w_.layers[size_t(layer)];
+    const uint16_t *qkv16 = qkv16_ ? in_.qkv16 : nullptr; // the q,k,v GEMM's bf16 output
+    qkv16_ = false;
     // att's one reader is the out-projection: a bf16 GEMM takes it in bf16, written so here
     uint16_t *att16 = in_.written && w.out.precision == Precision::Bf16 ? in_.x16 : nullptr;
     if (b_.state_chunk > 1) // S and z written once a chunk (chunked_attention.h)
       launch_chunked_attention(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads,
                                phi_map(c_, w.omega), b_.state_format, b_.params, gpu_.stream,
-                               positions_, att16, b_.state_chunk);
+                               positions_, att16, b_.state_chunk, qkv16);
     else
       launch_linear_attention(b_.qkv, b_.state, b_.att, rows, layer, c_.n_layers, c_.n_heads,
                               phi_map(c_, w.omega), b_.state_format, b_.params, gpu_.stream,
-                              positions_, att16);
+                              positions_, att16, qkv16);
     if (att16)
       copies_.x16 = b_.att; // att itself is not written
   }
@@ -667,6 +682,14 @@ private:
     }
     return in_.x16;
   }
+  // y = act(x W^T + b) in fp32 with the bias in its own pass (an unfused bf16 GEMM), then rounded
+  // into y16 by a pass: the bits of the epilogue's bf16 output (but for subnormals, gemm.h).
+  void round_after(Gemm *gemm, const LinearWeights &l, const uint16_t *x16, float *y, int rows,
+                   Act act, uint16_t *y16) {
+    gemm->run(l.w, nullptr, Act::None, x16, y, l.in, l.out, rows);
+    launch_bias_act(y, l.b, rows, l.out, act, gpu_.stream);
+    launch_round_bf16(y, y16, size_t(rows) * l.out, gpu_.stream);
+  }
   // `p` is written in fp32: a bf16 copy of it is no longer current.
   void wrote(const float *p) {
     if (copies_.x16 == p)
@@ -732,6 +755,7 @@ private:
   struct {
     const float *x16 = nullptr, *hid16 = nullptr; // the fp32 buffer whose bf16 copy each holds
   } copies_;
+  bool qkv16_ = false; // the last q,k,v GEMM wrote in_.qkv16, not b_.qkv
   bool positions_;
   CudaLayerNorm norm_;
   cudaGraphExec_t exec_ = nullptr;
@@ -753,6 +777,7 @@ public:
         bf16_inputs_(bf16_inputs_path(k)), norm_(layernorm_path(k)),
         gpu_((check_supported(m.config), gemm_inputs(o.precision)), gemm_path(k)),
         weights_(m.weights, o.precision) {
+    mark_bf16_outputs(weights_.view, m.config, bf16_outputs_path(k.get("bf16_outputs")));
     // every layer's GEMM algorithm chosen and checked at every batch size now, not at its first
     // call (gemm.h: Gemm::prepare)
     auto prepare = [&](const LinearWeights &l, Act act, Gemm::Output y = Gemm::Output::Fp32) {
@@ -762,6 +787,8 @@ public:
     };
     for (const LayerView &l : weights_.view.layers) {
       prepare(l.qkv, Act::None);
+      if (l.qkv.bf16_output)
+        prepare(l.qkv, Act::None, Gemm::Output::Bf16);
       prepare(l.out, Act::None);
       prepare(l.ff1, m.config.activation);
       if (o.precision == Precision::Bf16 && bf16_inputs_ == CudaBf16Inputs::Written)

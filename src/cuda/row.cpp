@@ -17,8 +17,8 @@ const BackendRow &cuda_row() {
                               // "graph": "off" for plain launches (default "on": each step a CUDA
                               // graph); "gemm": cublas or unfused (cuda_backend.cu: CudaGemm);
                               // "bf16_inputs": rounded (CudaBf16Inputs); "layernorm": passes
-                              // (CudaLayerNorm)
-                              {"graph", "gemm", "bf16_inputs", "layernorm"},
+                              // (CudaLayerNorm); "bf16_outputs": fp32 (forward.h: Bf16Outputs)
+                              {"graph", "gemm", "bf16_inputs", "layernorm", "bf16_outputs"},
                               nullptr}; // the plugin libtarnn_cuda.so makes it
   return row;
 }

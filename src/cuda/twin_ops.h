@@ -33,6 +33,8 @@ struct TwinKernels : PlainNorm {
     case Precision::Bf16: // launch_round_bf16 then cuBLASLt: the reference rounds x, W and b
                           // alike (the backend's bias rounded at load), then act(acc + b) as ever
       linear_forward_bf16_ref(l.w_ref, l.b, l.out, l.in, x, l.in, rows, y, l.out, act);
+      if (l.bf16_output) // cuBLASLt's bf16 output (Gemm::Output::Bf16)
+        round_to_bf16(y, size_t(rows) * size_t(l.out));
       return;
     case Precision::Tf32: // TF32's products round inside the tensor cores: no twin to the bit
       throw Error("the CUDA twin has no tf32 GEMM");
@@ -91,18 +93,20 @@ private:
 // The CUDA backend's rollout on the CPU, `batch` images at a time; with `prefill`, the known
 // leading bytes through the prefill's ops (kPrefillRows at a time, as the backend's).
 inline void run_twin(const Model &m, const Rollout &job, int batch, Precision precision,
-                     bool prefill = false, StateFormat state = StateFormat::Fp32) {
+                     bool prefill = false, StateFormat state = StateFormat::Fp32,
+                     Bf16Outputs outputs = Bf16Outputs::Qkv) {
   const Config &c = m.config;
   const BatchLayout layout =
       batch_layout(c, std::min<int64_t>(batch, std::max<int64_t>(job.count, 1)), state);
   std::vector<double> mem(layout.total / sizeof(double) + 1); // 8-byte aligned, like the device's
   const StepBuffers b = step_buffers(mem.data(), layout);
-  const ModelView w = make_view(
+  ModelView w = make_view(
       m.weights, [](const std::vector<float> &v) { return v.data(); },
       [&m, precision](const Linear &l) {
         const Precision p = &l == &m.weights.predictor ? head_precision(precision) : precision;
         return LinearWeights{p, l.out, l.in, l.w.data(), l.b.data(), l.w.data()};
       });
+  mark_bf16_outputs(w, c, outputs);
   TwinOps ops(c, w, b);
   const BatchLayout pre_layout = batch_layout(c, std::min(kPrefillRows, c.positions()), state, 1);
   std::vector<double> pre_mem(prefill ? pre_layout.total / sizeof(double) + 1 : 0);

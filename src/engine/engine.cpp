@@ -45,7 +45,8 @@ Message lacking(const char *field, const std::string &value, const std::string &
 
 // The environment's engine switches (docs/ENVIRONMENT.md), CUDA's paths for comparisons:
 // TARNN_GEMM, the knob "gemm"; TARNN_BF16_INPUTS, the knob "bf16_inputs"; TARNN_LAYERNORM, the knob
-// "layernorm" (the backend that reads each checks its value).
+// "layernorm"; TARNN_BF16_OUTPUTS, the knob "bf16_outputs", read by the CPU and CUDA backends alike
+// (the bits differ) (the backend that reads each checks its value).
 Knobs knobs_from_environment() {
   Knobs k;
   if (const char *gemm = std::getenv("TARNN_GEMM"); gemm && *gemm)
@@ -54,6 +55,8 @@ Knobs knobs_from_environment() {
     k.set("bf16_inputs", inputs);
   if (const char *norm = std::getenv("TARNN_LAYERNORM"); norm && *norm)
     k.set("layernorm", norm);
+  if (const char *outputs = std::getenv("TARNN_BF16_OUTPUTS"); outputs && *outputs)
+    k.set("bf16_outputs", outputs);
   return k;
 }
 

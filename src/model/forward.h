@@ -15,9 +15,11 @@
 // the backend's; it is shared with the op's CPU twin in kernels/.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "batch.h"
+#include "tarnn/error.h"
 #include "tarnn/model.h"
 #include "tarnn/numerics.h"
 
@@ -33,6 +35,8 @@ struct LinearWeights {
   const float *b = nullptr;     // [out], in the backend's memory
   const float *w_ref = nullptr; // W [out, in] fp32 as loaded, in host memory: the reference GEMMs
                                 // (null where the backend has none)
+  bool bf16_output = false;     // bf16 only: y rounded to bf16 (bf16_bits) where its reader allows
+                                // (mark_bf16_outputs); the CPU keeps the rounded values in fp32
 };
 
 struct NormView {
@@ -64,6 +68,34 @@ ModelView make_view(const Weights &W, Place &&place, MakeLinear &&linear) {
     v.layers.push_back(LayerView{linear(l.qkv), linear(l.out), linear(l.ff1), linear(l.ff2),
                                  norm(l.norm1), norm(l.norm2), place(l.omega)});
   return v;
+}
+
+// Which bf16 layers write their output in bf16 (docs/SPEC.md, "bf16 GEMM outputs"): q, k and v,
+// which only the attention reads (the engine's, issue 41), or none, every output in fp32 (the path
+// before; the knob "bf16_outputs": TARNN_BF16_OUTPUTS=fp32). The bits differ, so every backend
+// reads the knob: bf16_outputs_path.
+enum class Bf16Outputs { Qkv, Fp32 };
+
+inline Bf16Outputs bf16_outputs_path(const std::string &knob) {
+  static constexpr struct {
+    const char *value;
+    Bf16Outputs path;
+  } kPaths[] = {{"fp32", Bf16Outputs::Fp32}};
+  if (knob.empty())
+    return Bf16Outputs::Qkv;
+  for (const auto &p : kPaths)
+    if (knob == p.value)
+      return p.path;
+  throw Error("TARNN_BF16_OUTPUTS=" + knob +
+              ": not a path for bf16 GEMMs' outputs (fp32; unset: the engine's)");
+}
+
+// Sets LinearWeights::bf16_output on the layers `o` names, where they are bf16 and the model's
+// attention is linear (the softmax baselines keep fp32 q, k and v).
+inline void mark_bf16_outputs(ModelView &v, const Config &c, Bf16Outputs o) {
+  for (LayerView &l : v.layers)
+    l.qkv.bf16_output = o == Bf16Outputs::Qkv && l.qkv.precision == Precision::Bf16 &&
+                        c.attention == Attention::Linear;
 }
 
 // One post-norm layer (SPEC section 1) over `rows` rows of b.x, in place; then, where not null, a

@@ -48,6 +48,20 @@ j['emulated_kernels'][0]['launches_per_step'] > 0" && ok || bad "bench's JSON on
     [ $? -ne 0 ] && [ "$(wc -l <"$work/err")" -eq 1 ] &&
       grep -qF "TARNN_BF16_INPUTS=fp32: not a path for bf16 GEMMs' inputs (rounded; unset: the engine's)" "$work/err" &&
       ok || bad "TARNN_BF16_INPUTS=fp32: $(cat "$work/err")"
+    # q, k and v written in bf16 by their GEMM (the engine's), or in fp32 (TARNN_BF16_OUTPUTS=fp32):
+    # half the bytes written the first way; another value is a one-line error on either device
+    TARNN_BF16_OUTPUTS=fp32 "$TARNN" bench --device cuda --model "$SMALL" --batch 4 --steps 2 \
+      --precision bf16 --quiet --json-file "$work/b-qkv32.json" >/dev/null 2>&1 || bad "bench, TARNN_BF16_OUTPUTS=fp32"
+    qkv() { "$PY" -c "import json; print([k['written_bytes_per_image_step'] for k in json.load(open('$1'))['emulated_kernels'] if k['name'].startswith('gemm 16->54 ')])"; }
+    [ "$(qkv "$work/b-written.json")" = "[216.0]" ] && [ "$(qkv "$work/b-qkv32.json")" = "[432.0]" ] && ok ||
+      bad "q, k, v bytes written: $(qkv "$work/b-written.json") in bf16, $(qkv "$work/b-qkv32.json") in fp32"
+    for device in cuda cpu; do
+      TARNN_BF16_OUTPUTS=bf16 "$TARNN" bench --device $device --model "$SMALL" --batch 4 --steps 2 \
+        --precision bf16 >"$work/out" 2>"$work/err"
+      [ $? -ne 0 ] && [ "$(wc -l <"$work/err")" -eq 1 ] &&
+        grep -qF "TARNN_BF16_OUTPUTS=bf16: not a path for bf16 GEMMs' outputs (fp32; unset: the engine's)" "$work/err" &&
+        ok || bad "TARNN_BF16_OUTPUTS=bf16 on $device: $(cat "$work/err")"
+    done
     TARNN_GEMM=fast "$TARNN" bench --device cuda --model "$SMALL" --batch 4 --steps 2 >"$work/out" 2>"$work/err"
     [ $? -ne 0 ] && [ "$(wc -l <"$work/err")" -eq 1 ] &&
       grep -qF "TARNN_GEMM=fast: not a GEMM path (cublas, unfused; unset: the engine's)" "$work/err" &&

@@ -84,6 +84,33 @@ TEST(PrecisionBf16, ScoresCloseToFp32ButRounded) {
   EXPECT_GT(mean, 0.0);
 }
 
+// TARNN_BF16_OUTPUTS (the knob "bf16_outputs", forward.h: Bf16Outputs): unset, q, k and v rounded
+// to bf16 after their GEMM, as the GPU's bf16 epilogue writes them; "fp32", the path before: other
+// scores (the rounding happens) within 1e-3 bits/dim, and fp32's unchanged by it; another value a
+// one-line error naming the variable, whatever the precision.
+TEST(PrecisionBf16, OutputsKnobPicksThePathOrSaysWhy) {
+  RunOptions o;
+  o.precision = Precision::Bf16;
+  o.batch = 6;
+  o.threads = 2;
+  Knobs before;
+  before.set("bf16_outputs", "fp32");
+  Engine qkv = engine_with(model(), o, Knobs()), fp32 = engine_with(model(), o, before);
+  const ImageSet images = sample_images(qkv, 6, 3);
+  const std::vector<double> a = score_images(qkv, images), b = score_images(fp32, images);
+  EXPECT_NE(a, b);
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(a[i], b[i], 1e-3);
+  o.precision = Precision::Fp32;
+  Engine fp32_before = engine_with(model(), o, before), fp32_now = engine_with(model(), o, Knobs());
+  EXPECT_EQ(score_images(fp32_before, images), score_images(fp32_now, images));
+  Knobs bad;
+  bad.set("bf16_outputs", "bf16");
+  EXPECT_EQ(error_of([&] { engine_with(model(), o, bad); }),
+            "TARNN_BF16_OUTPUTS=bf16: not a path for bf16 GEMMs' outputs (fp32; unset: the "
+            "engine's)");
+}
+
 // ---- int8 (src/cpu/gemm_int8.h): integer sums are exact, so every path, batch and thread count
 // gives the same images; ctest runs the rollout against the reference on each path this CPU has
 // (test_precision_int8_avx2, _portable; tests/cpu/test_gemm.cpp compares every path's GEMM).

@@ -30,7 +30,7 @@ for arch in sm_80 sm_90; do
   done
 done
 while read -r arch file name regs spill; do
-  pretty=$(echo "$name" | c++filt | sed -E 's/\(float.*//; s/void tarnn::\(anonymous namespace\):://; s/\(tarnn::StateFormat\)/format /g')
+  pretty=$(echo "$name" | c++filt | sed -E 's/\((float|tarnn::QkvIn).*//; s/\(tarnn::StateFormat\)/format /g')
   line="$arch $pretty: $regs registers, $spill bytes spilled"
   if [ "$spill" -ne 0 ]; then echo "FAIL: $line"; fail=1
   elif [[ "$pretty" == linear_attention_kernel* || "$pretty" == chunked_attention_kernel* ]] && [ "$regs" -gt 64 ]; then echo "FAIL: $line (budget 64)"; fail=1

@@ -14,6 +14,7 @@
 #include "kernels/linear_attention.h"
 #include "src/cuda/plan.h"
 #include "src/cuda/twin_ops.h"
+#include "src/engine/testing.h"
 #include "src/model/batch.h"
 #include "tarnn/tarnn.h"
 #include "test_util.h"
@@ -35,7 +36,8 @@ struct Pair {
 
 Pair both(const Model &m, Rollout job, int batch, const uint8_t *given = nullptr,
           const uint8_t *known = nullptr, Precision precision = Precision::Fp32,
-          bool twin_prefill = false, StateFormat state = StateFormat::Fp32) {
+          bool twin_prefill = false, StateFormat state = StateFormat::Fp32,
+          Bf16Outputs outputs = Bf16Outputs::Qkv) {
   const size_t n = size_t(job.count) * m.config.bytes_per_image();
   Pair p{std::vector<uint8_t>(n, 0xAB), std::vector<uint8_t>(n, 0xAB),
          std::vector<double>(job.count, 7.0), std::vector<double>(job.count, 7.0)};
@@ -48,10 +50,13 @@ Pair both(const Model &m, Rollout job, int batch, const uint8_t *given = nullptr
   o.threads = 1;
   o.precision = precision;
   o.state = state;
-  Engine(m, o).run(job);
+  Knobs k; // as the environment would set them, whatever it holds
+  if (outputs == Bf16Outputs::Fp32)
+    k.set("bf16_outputs", "fp32");
+  engine_with(m, o, k).run(job);
   job.out = p.twin.data();
   job.log_prob = p.twin_lp.data();
-  run_twin(m, job, batch, precision, twin_prefill, state);
+  run_twin(m, job, batch, precision, twin_prefill, state, outputs);
   return p;
 }
 
@@ -322,6 +327,38 @@ TEST(CudaTwins, PlanInBf16AsTheCpuBackend) {
   const Model mnist = random_model(Config::mnist(), 42);
   const Pair p = both(mnist, job_of(3, 11, 0, 12), 2, nullptr, nullptr, Precision::Bf16);
   EXPECT_EQ(p.cpu, p.twin);
+}
+
+// --precision bf16's q, k and v rounded to bf16 (the engine's: the q,k,v GEMM writes bf16, which
+// the attention widens) and not (TARNN_BF16_OUTPUTS=fp32, the path before): the twin the CPU
+// backend's to the bit either way, with the fp16 state, scored (step by step and prefilled) and
+// sampled, and at the MNIST shape (the register path; the engine's path there:
+// PlanInBf16AsTheCpuBackend); the two paths' scores differ (the rounding happens on both backends,
+// or on neither).
+TEST(CudaTwins, Bf16OutputsAsTheCpuBackendOnEitherPath) {
+  const Model small = load_model(small_golden());
+  const ImageSet in = read_images(small_golden() + "/inputs-idx-ubyte", small.config);
+  const Model mnist = random_model(Config::mnist(), 42);
+  std::vector<double> scores[2];
+  for (Bf16Outputs o : {Bf16Outputs::Qkv, Bf16Outputs::Fp32}) {
+    SCOPED_TRACE(o == Bf16Outputs::Qkv ? "q, k, v in bf16" : "TARNN_BF16_OUTPUTS=fp32");
+    for (bool prefill : {false, true}) {
+      const Pair scored = both(small, job_of(in.count, 0), 2, in.bytes.data(), nullptr,
+                               Precision::Bf16, prefill, StateFormat::Fp16, o);
+      EXPECT_EQ(scored.cpu_lp, scored.twin_lp) << (prefill ? "prefilled" : "stepped");
+      scores[o == Bf16Outputs::Fp32] = scored.cpu_lp;
+    }
+    const Pair sampled = both(small, job_of(7, 99, 5), 3, nullptr, nullptr, Precision::Bf16, false,
+                              StateFormat::Fp16, o);
+    EXPECT_EQ(sampled.cpu, sampled.twin);
+    if (o == Bf16Outputs::Qkv) // the engine's path at this shape: PlanInBf16AsTheCpuBackend
+      continue;
+    const Pair p = both(mnist, job_of(3, 11, 0, 12), 2, nullptr, nullptr, Precision::Bf16, false,
+                        StateFormat::Fp16, o);
+    EXPECT_EQ(p.cpu, p.twin);
+    EXPECT_EQ(p.cpu_lp, p.twin_lp);
+  }
+  EXPECT_NE(scores[0], scores[1]);
 }
 
 // --precision int8: each GEMM input's rows quantized by quantize_rows_int8's twin, the int32

@@ -78,6 +78,9 @@ ab=$(grep -cE "TARNN_BF16_INPUTS=rounded [^ ]*tarnn bench --device cuda --shape 
 ln=$(grep -cE "TARNN_LAYERNORM=passes [^ ]*tarnn bench --device cuda --shape mnist --batch [^-]*(--steps 100 )?--precision bf16 " "$work/commands")
 [ "$ln" -eq $((2 * $(mine STATES | wc -w))) ] || bad "$ln runs of bf16 with TARNN_LAYERNORM=passes"
 [ "$(grep -c "TARNN_LAYERNORM" "$work/commands")" -eq "$ln" ] || bad "TARNN_LAYERNORM beyond bf16 with elu+1"
+bo=$(grep -cE "TARNN_BF16_OUTPUTS=fp32 [^ ]*tarnn bench --device cuda --shape mnist --batch [^-]*(--steps 100 )?--precision bf16 " "$work/commands")
+[ "$bo" -eq $((2 * $(mine STATES | wc -w))) ] || bad "$bo runs of bf16 with TARNN_BF16_OUTPUTS=fp32"
+[ "$(grep -c "TARNN_BF16_OUTPUTS" "$work/commands")" -eq "$bo" ] || bad "TARNN_BF16_OUTPUTS beyond bf16 with elu+1"
 
 # the timed steps refuse to run beside a trainer (a stand-in that lives until it is killed)
 mkdir -p "$work/lease2"
