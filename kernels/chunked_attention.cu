@@ -15,15 +15,6 @@ namespace tarnn {
 
 namespace {
 
-// The output at `at` as its reader takes it (linear_attention.cu's rule): bf16 into att16 for a
-// bf16 out-projection, else fp32 into att.
-__device__ void store_chunked_att(float *att, uint16_t *att16, size_t at, float v) {
-  if (att16)
-    att16[at] = bf16_bits(v);
-  else
-    att[at] = v;
-}
-
 // One position for every (image, head): linear_attention_kernel's blocks and register budget
 // (tests/cuda/registers_test.sh), the chunk's phases (chunked_attention.h) in place of the step's.
 template <int DH, StateFormat F>
@@ -52,9 +43,8 @@ __global__ void __launch_bounds__(256, 4)
   __syncthreads(); // every thread reaches it: inactive ones only skip the work
   if (!active)
     return;
-  store_chunked_att(
-      att, att16, size_t(r) * A + h * d + j,
-      chunked_phase2<DH, F>(j, d, n, v_j, fq, fk, z_old, b.buffer, col, b.S, b.z, t, C));
+  store_att(att, att16, size_t(r) * A + h * d + j,
+            chunked_phase2<DH, F>(j, d, n, v_j, fq, fk, z_old, b.buffer, col, b.S, b.z, t, C));
   if constexpr (kChunkRegisters<DH, F>)
     if (chunk_place(t, C).last)
       col.store(j, b.S);
@@ -90,7 +80,7 @@ __global__ void __launch_bounds__(256)
     }
     __syncthreads();
     if (active) {
-      store_chunked_att(
+      store_att(
           att, att16, size_t(r) * A + h * d + j,
           chunked_phase2<DH, F>(j, d, n, v_j, fq, fk, z_old, b.buffer, col, b.S, b.z, t0 + r, C));
       if constexpr (kChunkRegisters<DH, F>)

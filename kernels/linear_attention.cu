@@ -15,15 +15,6 @@ namespace tarnn {
 
 namespace {
 
-// The attention's output at `at` as its reader takes it: with att16, the bf16 the out-projection's
-// bf16 GEMM reads (round_bf16.h's rule: the bits a rounding pass would write), else fp32.
-__device__ void store_att(float *att, uint16_t *att16, size_t at, float v) {
-  if (att16)
-    att16[at] = bf16_bits(v);
-  else
-    att[at] = v;
-}
-
 // DH > 0: d_head known at compile time (the paper's 32): the walk unrolls and the column of S
 // lives in registers from entry to the end. F: how S is stored (state_format.h).
 // A block is 256 threads (G pairs of dpad); 4 blocks per SM need at most 64 registers a thread

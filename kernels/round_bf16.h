@@ -16,4 +16,14 @@ inline void round_bf16_cpu(const float *x, uint16_t *out, size_t n) {
     out[i] = bf16_bits(x[i]);
 }
 
+// An attention output at `at` as its reader takes it: with att16, the bf16 the out-projection's
+// bf16 GEMM reads (the bits this file's rounding pass would write), else fp32 into att. The
+// attention kernels' one rule (linear_attention.cu, chunked_attention.cu).
+TARNN_HD void store_att(float *att, uint16_t *att16, size_t at, float v) {
+  if (att16)
+    att16[at] = bf16_bits(v);
+  else
+    att[at] = v;
+}
+
 } // namespace tarnn
