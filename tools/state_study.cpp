@@ -52,15 +52,17 @@ struct PerLayer {
   double entries = 0, above_fp16 = 0, below_fp16_normal = 0;
 };
 
-// |S| and |z| of every layer of a decoder's fp32 state.
+// |S| and |z| of every layer of a decoder's fp32 state, laid out as the decoder's is: with
+// TARNN_STATE_CHUNK each block ends with the chunk's buffer (state_format.h), and S and z are those
+// stored at the last chunk's end.
 void scan(const Config &c, const StepBuffers &b, int rows, PerLayer &p) {
   const int d = c.d_head;
   for (int r = 0; r < rows; ++r)
     for (int l = 0; l < c.n_layers; ++l)
       for (int h = 0; h < c.n_heads; ++h) {
-        const char *block =
-            static_cast<const char *>(b.state) +
-            state_block_offset(r, l, h, c.n_layers, c.n_heads, d, d, StateFormat::Fp32);
+        const char *block = static_cast<const char *>(b.state) +
+                            state_block_offset(r, l, h, c.n_layers, c.n_heads, d, d,
+                                               StateFormat::Fp32, b.state_chunk);
         const float *S = reinterpret_cast<const float *>(block);
         const float *z =
             reinterpret_cast<const float *>(block + state_s_bytes(d, d, StateFormat::Fp32));
