@@ -34,11 +34,13 @@ TARNN_HD ChunkPlace chunk_place(int t, int C) { return {t % C, t % C == C - 1}; 
 template <StateFormat F>
 TARNN_HD void chunk_load(int j, int d, int features, ChunkPlace at, ChunkBuffer<F> buffer,
                          const float *fk, float v_j, float *z_old) {
+  // (C - 1) entries, far below 2^31 elements: read with int indices, written with size_t ones (the
+  // arrangement that keeps every chunked kernel within its registers, unspilled: kernel_registers)
   const size_t entry = size_t(features) + size_t(d);
   for (int c = j; c < features; c += d) {
     float z_c = z_old[c];
     for (int p = 0; p < at.m; ++p)
-      z_c = z_c + buffer[size_t(p) * entry + size_t(c)];
+      z_c = z_c + buffer[p * int(entry) + c];
     z_old[c] = z_c;
     if (!at.last)
       buffer.set(size_t(at.m) * entry + size_t(c), fk[c]);

@@ -215,16 +215,16 @@ template <StateFormat F>
 void chunked_update(const float *fq, const float *fk, const float *v, float *S, float *z,
                     void *buffer, float *scratch, float *out, int d, int n, int m, bool last) {
   const ChunkBuffer<F> b = chunk_buffer<F>(buffer);
-  const size_t entry = size_t(n) + size_t(d);
-  for (size_t c = 0; c < size_t(m) * entry; ++c)
+  const int entry = n + d; // (C - 1) entries, far below 2^31 elements
+  for (int c = 0; c < m * entry; ++c)
     scratch[c] = b[c];
   chunked_update(fq, fk, v, S, z, scratch, out, d, n, m, last);
   if (last)
     return;
   for (int i = 0; i < n; ++i)
-    b.set(size_t(m) * entry + size_t(i), fk[i]);
+    b.set(m * entry + i, fk[i]);
   for (int j = 0; j < d; ++j)
-    b.set(size_t(m) * entry + size_t(n) + size_t(j), v[j]);
+    b.set(m * entry + n + j, v[j]);
 }
 
 // The same on a head's state block as stored (state_format.h: S in format F, z, the buffer), the

@@ -211,11 +211,12 @@ template <StateFormat F> TARNN_HD void store_state(void *S, size_t i, float x, i
 // bf16. The one place the buffer's element is decided: the layout, the CPU path, the plain
 // reference, the kernels and their twin take it from here.
 template <StateFormat F> using BufferOf = StorageOf<F>;
-// A block's buffer in format F: element i read widened to fp32 exactly, x set rounded to it.
+// A block's buffer in format F: element i read widened to fp32 exactly, x set rounded to it. The
+// index is the caller's type: the kernels' choice of int or size_t decides their registers.
 template <StateFormat F> struct ChunkBuffer {
   BufferOf<F> *p;
-  TARNN_HD float operator[](size_t i) const { return StateTraits<F>::widen(p[i], 0); }
-  TARNN_HD void set(size_t i, float x) const { p[i] = StateTraits<F>::narrow(x, 0); }
+  template <class I> TARNN_HD float operator[](I i) const { return StateTraits<F>::widen(p[i], 0); }
+  template <class I> TARNN_HD void set(I i, float x) const { p[i] = StateTraits<F>::narrow(x, 0); }
 };
 template <StateFormat F> TARNN_HD ChunkBuffer<F> chunk_buffer(void *buffer) {
   return {static_cast<BufferOf<F> *>(buffer)};
