@@ -2,7 +2,8 @@
 // (chunked_attention.h; TARNN_STATE_CHUNK > 1), laid out as linear_attention.cu's kernels: thread
 // j of an (image, head) pair owns column j of S, the paper's d_head keeps it in registers. At a
 // position that does not end its chunk S and z are read only, never written: the step's state
-// traffic is S and z read plus the buffer's entries (C - 1 of F + d floats at most), and S and z
+// traffic is S and z read plus the buffer's entries (C - 1 of F + d elements at most, in the
+// state's storage), and S and z
 // written once a chunk (docs/CUDA.md, the byte budget).
 #include <algorithm>
 
@@ -36,7 +37,7 @@ __global__ void __launch_bounds__(256, 4)
   if (active) {
     b = chunk_block(state, r, layer, h, n_layers, n_heads, n, d, F, C);
     attention_load<(DH > 0)>(j, qkv + size_t(r) * 3 * A, A, h, m, b.z, fq, fk, z_old, &v_j);
-    chunk_load(j, d, n, chunk_place(t, C), b.buffer, fk, v_j, z_old);
+    chunk_load(j, d, n, chunk_place(t, C), chunk_buffer<F>(b.buffer), fk, v_j, z_old);
     if constexpr (kChunkRegisters<DH, F>)
       col.load(j, b.S);
   }
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(256)
     ColumnOf<DH, F> col;
     if (active) {
       attention_load<(DH > 0)>(j, qkv + size_t(r) * 3 * A, A, h, m, b.z, fq, fk, z_old, &v_j);
-      chunk_load(j, d, n, at, b.buffer, fk, v_j, z_old);
+      chunk_load(j, d, n, at, chunk_buffer<F>(b.buffer), fk, v_j, z_old);
       if constexpr (kChunkRegisters<DH, F>)
         col.load(j, b.S);
     }

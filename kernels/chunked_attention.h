@@ -1,9 +1,10 @@
 // The attention kernels' step with the state's write deferred over chunks of C positions
 // (docs/SPEC.md, "The state in chunks"; TARNN_STATE_CHUNK): position t reads S and z as stored
 // after the chunk's start c0 and adds the chunk's own terms from the block's buffer (phi(k_p),
-// v_p of its positions before t, fp32), but writes neither S nor z unless t ends its chunk; else
-// only its own buffer entry. Per cell the sums of chunked_update, in its order, so every column
-// comes out bit-identical to the CPU backend's chunked path (up to expf, cosf and sinf in phi).
+// v_p of its positions before t, in the state's storage: state_format.h, BufferOf), but writes
+// neither S nor z unless t ends its chunk; else only its own buffer entry. Per cell the sums of
+// chunked_update, in its order, so every column comes out bit-identical to the CPU backend's
+// chunked path (up to expf, cosf and sinf in phi).
 //
 // The GPU runs it as linear_attention.h's two phases, thread j owning column j of S: phase 1 is
 // attention_load, then chunk_load (z's chunk terms summed into z_old, t's entry written at a
@@ -28,21 +29,24 @@ TARNN_HD ChunkPlace chunk_place(int t, int C) { return {t % C, t % C == C - 1}; 
 
 // Phase 1's chunk part, thread j < d of one (image, head) after attention_load: z_old at its
 // features c = j, j + d, ... gets the chunk's terms of z in position order (chunked_update's z_i),
-// and at a non-last position t's entry of the buffer (phi(k_t) then v_t, F + d floats) is written.
-// buffer: the block's, after z.
-TARNN_HD void chunk_load(int j, int d, int features, ChunkPlace at, float *buffer, const float *fk,
-                         float v_j, float *z_old) {
+// and at a non-last position t's entry of the buffer (phi(k_t) then v_t, F + d elements) is
+// written, rounded to the buffer's storage. buffer: the block's, after z.
+template <StateFormat F>
+TARNN_HD void chunk_load(int j, int d, int features, ChunkPlace at, ChunkBuffer<F> buffer,
+                         const float *fk, float v_j, float *z_old) {
+  // (C - 1) entries, far below 2^31 elements: read with int indices, written with size_t ones (the
+  // arrangement that keeps every chunked kernel within its registers, unspilled: kernel_registers)
   const size_t entry = size_t(features) + size_t(d);
   for (int c = j; c < features; c += d) {
     float z_c = z_old[c];
     for (int p = 0; p < at.m; ++p)
-      z_c = z_c + buffer[size_t(p) * entry + size_t(c)];
+      z_c = z_c + buffer[p * int(entry) + c];
     z_old[c] = z_c;
     if (!at.last)
-      buffer[size_t(at.m) * entry + size_t(c)] = fk[c];
+      buffer.set(size_t(at.m) * entry + size_t(c), fk[c]);
   }
   if (!at.last)
-    buffer[size_t(at.m) * entry + size_t(features) + size_t(j)] = v_j;
+    buffer.set(size_t(at.m) * entry + size_t(features) + size_t(j), v_j);
 }
 
 // Whether the chunked kernels keep column j in registers (D > 0, the paper's d_head): in a 16-bit
@@ -61,13 +65,14 @@ TARNN_HD bool chunk_registers(const PhiMap &m, StateFormat f) {
 // stored_scale_exponent(t - 1, C)): each cell plus the buffer's terms in position order, then
 // state_cell's (t's term, the numerator); the cell set (rounded to the storage) and z_i stored
 // only at the chunk's last position (kLast: a walk of its own, so elsewhere a cell read is dead
-// once used). Returns a_j. D > 0: F = d = D known at compile time.
-template <int D, bool kLast, class Column>
+// once used). The buffer's entries read widened to fp32. Returns a_j. D > 0: F = d = D known at
+// compile time.
+template <int D, bool kLast, class Column, class Buffer>
 TARNN_HD float chunked_walk(int j, int d_runtime, int features, float v_j, const float *fq,
-                            const float *fk, const float *z_old, const float *buffer, ChunkPlace at,
+                            const float *fk, const float *z_old, Buffer buffer, ChunkPlace at,
                             Column &col, float *z) {
   const int d = D > 0 ? D : d_runtime, n = D > 0 ? D : features;
-  const int entry = n + d; // a block's buffer: (C - 1) entries, far below 2^31 floats
+  const int entry = n + d; // a block's buffer: (C - 1) entries, far below 2^31 elements
   float num = 0.0f, den = 0.0f;
 #ifdef __CUDA_ARCH__
 #pragma unroll
@@ -95,9 +100,10 @@ TARNN_HD float chunked_walk(int j, int d_runtime, int features, float v_j, const
 // S in memory (`col` unused).
 template <int D, StateFormat F>
 TARNN_HD float chunked_phase2(int j, int d, int features, float v_j, const float *fq,
-                              const float *fk, const float *z_old, const float *buffer,
+                              const float *fk, const float *z_old, void *buffer_bytes,
                               ColumnOf<D, F> &col, void *S, float *z, int t, int C) {
   const ChunkPlace at = chunk_place(t, C);
+  const ChunkBuffer<F> buffer = chunk_buffer<F>(buffer_bytes);
   const int e_in = stored_scale_exponent<F>(t - 1, C), e_out = state_scale_exponent<F>(t);
   if constexpr (kChunkRegisters<D, F>) {
     col.e_in = e_in;
@@ -113,10 +119,12 @@ TARNN_HD float chunked_phase2(int j, int d, int features, float v_j, const float
   }
 }
 
-// One (image, head) block's parts (state_format.h, with the chunk's buffer): S, z, the buffer.
+// One (image, head) block's parts (state_format.h, with the chunk's buffer): S, z, the buffer
+// (chunk_buffer<F> reads it).
 struct ChunkBlock {
   void *S;
-  float *z, *buffer;
+  float *z;
+  void *buffer;
 };
 TARNN_HD ChunkBlock chunk_block(void *state, int image, int layer, int head, int n_layers,
                                 int n_heads, int features, int d, StateFormat f, int C) {
@@ -152,7 +160,8 @@ void chunked_attention_cpu(const float *qkv, void *state, float *att, int rows, 
                                          &v[size_t(j)])
                   : attention_load(j, row, A, h, m, b.z, fq.data(), fk.data(), z_old.data(),
                                    &v[size_t(j)]);
-        chunk_load(j, d, n, chunk_place(at, C), b.buffer, fk.data(), v[size_t(j)], z_old.data());
+        chunk_load(j, d, n, chunk_place(at, C), chunk_buffer<F>(b.buffer), fk.data(), v[size_t(j)],
+                   z_old.data());
       }
       for (size_t j = 0; j < cols.size(); ++j)
         cols[j].load(int(j), b.S);

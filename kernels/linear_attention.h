@@ -177,13 +177,13 @@ TARNN_HD float attention_phase2(int j, int d, int features, float v_j, const flo
 
 // One head of one image at position t with the state's write deferred over chunks of C positions
 // (docs/SPEC.md, "The state in chunks"), on S_c0 already widened to fp32 (`S`, F x d, changed in
-// place) and the stored z (`z`), with `buffer` after it: phi(k) [F] then v [d] of the chunk's
-// m = t - c0 positions before t. Each cell gets the chunk's terms in position order, t's last, each
-// added as state_cell adds it, then is read into the numerator: with C = 1, or S in fp32 for any
-// C, the very operations of linear_attention_update. last (t ends its chunk): z is stored (S is
-// the caller's to store, rounded once); else phi(k_t) and v_t join the buffer.
+// place) and the stored z (`z`), with `buffer` the chunk's m = t - c0 positions before t widened
+// to fp32: phi(k) [F] then v [d] each. Each cell gets the chunk's terms in position order, t's
+// last, each added as state_cell adds it, then is read into the numerator: with C = 1, or S in
+// fp32 for any C, the very operations of linear_attention_update. last (t ends its chunk): z is
+// stored (S is the caller's to store, rounded once).
 TARNN_HD void chunked_update(const float *fq, const float *fk, const float *v, float *S, float *z,
-                             float *buffer, float *out, int d, int n, int m, bool last) {
+                             const float *buffer, float *out, int d, int n, int m, bool last) {
   const size_t entry = size_t(n) + size_t(d);
   float den = 0.0f;
   for (int j = 0; j < d; ++j)
@@ -204,20 +204,33 @@ TARNN_HD void chunked_update(const float *fq, const float *fk, const float *v, f
     for (int j = 0; j < d; ++j)
       state_cell(row[j], fk[i], v[j], fq[i], out[j]);
   }
-  if (!last) {
-    float *b = buffer + size_t(m) * entry;
-    for (int i = 0; i < n; ++i)
-      b[i] = fk[i];
-    for (int j = 0; j < d; ++j)
-      b[n + j] = v[j];
-  }
   for (int j = 0; j < d; ++j)
     out[j] = attention_out(out[j], den);
 }
 
+// The same on the block's buffer as stored in format F (`buffer`; state_format.h: ChunkBuffer):
+// its m entries widened into `scratch` (m (F + d) floats) first, and at a position that does not
+// end its chunk phi(k_t) and v_t rounded into entry m after.
+template <StateFormat F>
+void chunked_update(const float *fq, const float *fk, const float *v, float *S, float *z,
+                    void *buffer, float *scratch, float *out, int d, int n, int m, bool last) {
+  const ChunkBuffer<F> b = chunk_buffer<F>(buffer);
+  const int entry = n + d; // (C - 1) entries, far below 2^31 elements
+  for (int c = 0; c < m * entry; ++c)
+    scratch[c] = b[c];
+  chunked_update(fq, fk, v, S, z, scratch, out, d, n, m, last);
+  if (last)
+    return;
+  for (int i = 0; i < n; ++i)
+    b.set(m * entry + i, fk[i]);
+  for (int j = 0; j < d; ++j)
+    b.set(m * entry + n + j, v[j]);
+}
+
 // The same on a head's state block as stored (state_format.h: S in format F, z, the buffer), the
-// plain reference: S widened cell by cell into `wide` (F x d floats) with the exponent it was
-// stored with, and rounded back once, with e(t), where t ends its chunk.
+// plain reference: S widened cell by cell into `wide` (F x d floats, then C - 1 entries' room for
+// the buffer widened) with the exponent it was stored with, and rounded back once, with e(t),
+// where t ends its chunk.
 template <StateFormat F>
 void chunked_attention_update(const float *fq, const float *fk, const float *v, void *block,
                               float *out, int d, int n, int t, int C, float *wide) {
@@ -228,7 +241,7 @@ void chunked_attention_update(const float *fq, const float *fk, const float *v, 
   const int e_in = stored_scale_exponent<F>(t - 1, C);
   for (size_t c = 0; c < cells; ++c)
     wide[c] = load_state<F>(block, c, e_in);
-  chunked_update(fq, fk, v, wide, z, z + n, out, d, n, m, last);
+  chunked_update<F>(fq, fk, v, wide, z, z + n, wide + cells, out, d, n, m, last);
   if (last)
     for (size_t c = 0; c < cells; ++c)
       store_state<F>(block, c, wide[c], state_scale_exponent<F>(t));

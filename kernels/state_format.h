@@ -203,6 +203,25 @@ template <StateFormat F> TARNN_HD void store_state(void *S, size_t i, float x, i
   static_cast<StorageOf<F> *>(S)[i] = StateTraits<F>::narrow(x, e);
 }
 
+// ---- the chunk's buffer (docs/SPEC.md, "The state in chunks") ----------------------------------
+
+// What the chunk's buffer holds phi(k) and v in for state format F: the state's own storage,
+// unscaled (e = 0): fp32 for fp32 (any C then keeps C = 1's bits), fp16 rounded to nearest even
+// for fp16 (phi(k) and v are no running sum: fp16's range holds them, SPEC says why), bf16 for
+// bf16. The one place the buffer's element is decided: the layout, the CPU path, the plain
+// reference, the kernels and their twin take it from here.
+template <StateFormat F> using BufferOf = StorageOf<F>;
+// A block's buffer in format F: element i read widened to fp32 exactly, x set rounded to it. The
+// index is the caller's type: the kernels' choice of int or size_t decides their registers.
+template <StateFormat F> struct ChunkBuffer {
+  BufferOf<F> *p;
+  template <class I> TARNN_HD float operator[](I i) const { return StateTraits<F>::widen(p[i], 0); }
+  template <class I> TARNN_HD void set(I i, float x) const { p[i] = StateTraits<F>::narrow(x, 0); }
+};
+template <StateFormat F> TARNN_HD ChunkBuffer<F> chunk_buffer(void *buffer) {
+  return {static_cast<BufferOf<F> *>(buffer)};
+}
+
 // ---- the state's layout, in bytes ---------------------------------------------------------------
 
 // One (image, layer, head) block: S (F x d, row-major, in the format, padded to 4 bytes) then z
@@ -214,14 +233,15 @@ TARNN_HD size_t state_s_bytes(int features, int d, StateFormat f) {
 }
 // With the state's write deferred over chunks of `chunk` positions (docs/SPEC.md, "The state in
 // chunks"; 1: written every position, no buffer), the block ends with the chunk's buffer: phi(k)
-// then v (F + d floats) of each of the chunk's first chunk - 1 positions, in fp32 whatever the
-// format. The block is an image's whole state at any position, so a copy of it resumes exactly.
-TARNN_HD size_t state_chunk_bytes(int features, int d, int chunk) {
-  return size_t(chunk > 1 ? chunk - 1 : 0) * (size_t(features) + size_t(d)) * sizeof(float);
+// then v (F + d elements, BufferOf) of each of the chunk's first chunk - 1 positions, padded to 4
+// bytes. The block is an image's whole state at any position, so a copy of it resumes exactly.
+TARNN_HD size_t state_chunk_bytes(int features, int d, StateFormat f, int chunk) {
+  const size_t element = dispatch(f, [](auto F) { return sizeof(BufferOf<F>); });
+  return (size_t(chunk > 1 ? chunk - 1 : 0) * (size_t(features) + size_t(d)) * element + 3) / 4 * 4;
 }
 TARNN_HD size_t state_block_bytes(int features, int d, StateFormat f, int chunk = 1) {
   return state_s_bytes(features, d, f) + size_t(features) * sizeof(float) +
-         state_chunk_bytes(features, d, chunk);
+         state_chunk_bytes(features, d, f, chunk);
 }
 TARNN_HD size_t state_block_offset(int image, int layer, int head, int n_layers, int n_heads,
                                    int features, int d, StateFormat f, int chunk = 1) {

@@ -270,7 +270,7 @@ chunked_head(const float *pq, const float *pk, const float *v, char *at, float *
              float *out, int d, int n, int position, int chunk) {
   const int i = position % chunk, last = i == chunk - 1;
   widen_state<kAvx512, F>(at, wide, n * d, stored_scale_exponent<F>(position - 1, chunk));
-  chunked_update(pq, pk, v, wide, z, z + n, out, d, n, i, last);
+  chunked_update<F>(pq, pk, v, wide, z, z + n, wide + size_t(n) * d, out, d, n, i, last);
   if (last)
     narrow_state<kAvx512, F>(wide, at, n * d, state_scale_exponent<F>(position));
 }
@@ -290,9 +290,9 @@ attention_body(const float *qkv, void *state, float *att, int rows, int layer, i
   const int d = m.d, n = m.features, A = n_heads * d;
   const size_t block = state_block_bytes(n, d, F, chunk), s_bytes = state_s_bytes(n, d, F);
   float fq[kMaxFeatures], fk[kMaxFeatures]; // phi of one head's q and k: no allocation per step
-  thread_local std::vector<float> wide;     // a 16-bit block's S in fp32
+  thread_local std::vector<float> wide;     // a 16-bit block's S in fp32 (and a chunk's buffer)
   if (!kStoredAsFloat<F> || chunk > 1)      // a chunk keeps S as stored until its last position
-    wide.resize(size_t(n) * d);
+    wide.resize(size_t(n) * d + size_t(chunk - 1) * (size_t(n) + size_t(d)));
   const bool whole_row = kAvx512 && m.kind == FeatureMapKind::EluPlusOne && h0 == 0 &&
                          h1 == n_heads && 2 * A <= kMaxFeatures;
   for (int r = 0; r < rows; ++r) {

@@ -6,6 +6,7 @@
 // mid-chunk as the steps; and a bad value refused.
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <gtest/gtest.h>
 #include <random>
 #include <string>
@@ -53,18 +54,39 @@ Outputs run(const char *c, StateFormat f, const ImageSet *given = nullptr) {
   return r;
 }
 
+// Entry m of the buffer in a head's state block (format f) holds phi(k) then v as the state's
+// storage rounds them, unscaled: written out here from the format's own rounding, not the buffer's.
+void expect_entry(StateFormat f, const void *block, const float *fk, const float *v, int n, int d,
+                  int m) {
+  const auto *buffer = static_cast<const unsigned char *>(block) + state_s_bytes(n, d, f) +
+                       size_t(n) * sizeof(float);
+  for (int i = 0; i < n + d; ++i) {
+    const float x = i < n ? fk[i] : v[i - n];
+    uint32_t want = 0, got = 0;
+    if (f == StateFormat::Fp32)
+      std::memcpy(&want, &x, 4);
+    else
+      want = f == StateFormat::Fp16 ? fp16_bits(x) : bf16_bits(x);
+    const size_t size = f == StateFormat::Fp32 ? 4 : 2;
+    std::memcpy(&got, buffer + (size_t(m) * (n + d) + size_t(i)) * size, size);
+    ASSERT_EQ(got, want) << "entry " << m << ", element " << i << " of " << n + d;
+  }
+}
+
 } // namespace
 
 // The CPU backend's chunked attention (S widened and rounded 16 lanes at a time where the CPU has
 // AVX-512) against the plain reference, chunked_attention_update, cell by cell: the same outputs
-// and state bytes, buffer included, at every position of three chunks and a part, in fp32 and
-// fp16, for the paper's d_head (32) and another (16); C = 5 too, whose chunks end where fp16's
-// scale does not (e(t) changes at t = 2^k - 1, the last position of C = 4's chunks).
+// and state bytes, buffer included, at every position of three chunks and a part, in fp32, fp16
+// and bf16, for the paper's d_head (32) and another (16); C = 5 too, whose chunks end where fp16's
+// scale does not (e(t) changes at t = 2^k - 1, the last position of C = 4's chunks). The buffer's
+// entry of a position that does not end its chunk holds phi(k) and v in the state's storage
+// (state_format.h: BufferOf): the fp32 bits, or fp16's and bf16's rounding to nearest even.
 TEST(StateChunk, CpuPathEqualsThePlainReference) {
   constexpr int kRows = 3;
   for (const int kChunk : {4, 5})
     for (const int d_head : {32, 16})
-      for (const StateFormat f : {StateFormat::Fp32, StateFormat::Fp16}) {
+      for (const StateFormat f : {StateFormat::Fp32, StateFormat::Fp16, StateFormat::Bf16}) {
         const Model m = narrow_mnist(2, d_head);
         const Config &c = m.config;
         const PhiMap phi = phi_map(c, nullptr);
@@ -73,7 +95,7 @@ TEST(StateChunk, CpuPathEqualsThePlainReference) {
         std::vector<unsigned char> cpu(bytes, 0), plain(bytes, 0);
         std::vector<float> qkv(size_t(kRows) * 3 * A), att_cpu(size_t(kRows) * A);
         std::vector<float> att_plain(att_cpu.size()), fq(static_cast<size_t>(n)),
-            fk(static_cast<size_t>(n)), wide(static_cast<size_t>(n) * d);
+            fk(static_cast<size_t>(n)), wide(size_t(n) * d + size_t(kChunk - 1) * (n + d));
         std::mt19937 rng(3);
         std::uniform_real_distribution<float> u(-2.0f, 2.0f);
         for (int t = 0; t < 3 * kChunk + 2; ++t) {
@@ -95,6 +117,8 @@ TEST(StateChunk, CpuPathEqualsThePlainReference) {
                                             &att_plain[size_t(r) * A + size_t(h) * d], d, n, t,
                                             kChunk, wide.data());
               });
+              if (t % kChunk != kChunk - 1)
+                expect_entry(f, block, fk.data(), q + 2 * A, n, d, t % kChunk);
             }
           ASSERT_EQ(att_cpu, att_plain) << "C " << kChunk << ", d_head " << d_head << ", t " << t;
           ASSERT_EQ(cpu, plain) << "C " << kChunk << ", d_head " << d_head << ", t " << t;

@@ -712,7 +712,8 @@ void expect_chunked_state_bytes(const std::vector<tarnn_emu::Traffic> &traffic, 
                                 int d, StateFormat f, int t, int C, bool registers) {
   ASSERT_EQ(traffic.size(), size_t(1));
   const tarnn_emu::Bytes state = traffic[0].labelled.at("state");
-  const uint64_t z = 4 * uint64_t(n), s = state_s_bytes(n, d, f) + z, entry = 4 * uint64_t(n + d);
+  const uint64_t z = 4 * uint64_t(n), s = state_s_bytes(n, d, f) + z;
+  const uint64_t entry = (f == StateFormat::Fp32 ? 4 : 2) * uint64_t(n + d); // the state's storage
   EXPECT_EQ(state.read, blocks * (s + uint64_t(t % C) * entry)) << "position " << t;
   if (t % C != C - 1) {
     EXPECT_EQ(state.written, blocks * entry) << "position " << t;
@@ -731,7 +732,7 @@ void expect_chunked_state_bytes(const std::vector<tarnn_emu::Traffic> &traffic, 
 // against its CPU twin, chunked_attention_cpu (the plain reference's bits: test_cuda_plan's
 // CudaTwins.ChunkedAttention*): the step kernel (rows as images, 3C + 2 positions) and the
 // positions kernel (5 consecutive positions a call, crossing the chunks' boundaries), the register
-// path (d_head 32) and the general one (6), fp32 and fp16, C 4 and 3. The emulated device runs
+// path (d_head 32) and the general one (6), every format, C 4 and 3. The emulated device runs
 // the twin's code: the outputs and the state's bytes (S, z and the chunk's buffer) to the bit. On
 // a GPU, expf in phi is CUDA's: the outputs within 1e-5 of the twin's. The emulated device counts
 // the step kernel's state bytes too: S and z are written at a chunk's last position only.
@@ -739,7 +740,7 @@ TEST(CudaStateChunk, KernelsAsTheirTwin) {
   REQUIRE_CUDA_DEVICE();
   for (const int C : {4, 3})
     for (int d : {32, 6})
-      for (StateFormat f : {StateFormat::Fp32, StateFormat::Fp16})
+      for (StateFormat f : all_state_formats())
         for (bool positions : {false, true}) {
           SCOPED_TRACE("C " + std::to_string(C) + ", d_head " + std::to_string(d) + ", state " +
                        name(f) + (positions ? ", positions" : ""));

@@ -105,11 +105,14 @@ TEST(CudaPlan, ChunkedStateCountsItsBuffer) {
   const StateFormat f = StateFormat::Fp16;
   const int64_t unchunked = cuda_bytes_per_image(c, f);
   const StateChunk chunk("4");
-  EXPECT_EQ(state_bytes_per_image(c, f), 188416);
-  EXPECT_EQ(cuda_bytes_per_image(c, f) - unchunked, 49152);
+  // 64 blocks of S (2,048 bytes in fp16), z (128) and the buffer: 3 entries of phi(k) and v in
+  // fp16, 384 bytes (768 in fp32)
+  EXPECT_EQ(state_bytes_per_image(c, f), 163840);
+  EXPECT_EQ(cuda_bytes_per_image(c, f) - unchunked, 24576);
   const BatchLayout l = batch_layout(c, 7, f);
   EXPECT_EQ(l.state_chunk, 4);
-  EXPECT_EQ(l.state_bytes, size_t(7) * 188416);
+  EXPECT_EQ(l.state_bytes, size_t(7) * 163840);
+  EXPECT_EQ(state_bytes_per_image(c, StateFormat::Fp32) - 64 * (4096 + 128), 49152);
 }
 
 TEST(CudaPlan, AutomaticBatchIsWhatFits) {
@@ -461,7 +464,8 @@ void expect_chunked_twin_is_the_reference(bool positions) {
         const PhiMap m = phi_map(c, nullptr); // elu + 1
         std::vector<uint8_t> twin(n, 0), plain(n, 0);
         std::vector<float> qkv(size_t(rows) * 3 * A), att1(size_t(rows) * A), att2(att1.size());
-        std::vector<float> fq(static_cast<size_t>(d)), fk(fq.size()), wide(size_t(d) * d);
+        std::vector<float> fq(static_cast<size_t>(d)), fk(fq.size()),
+            wide(size_t(d) * d + size_t(C - 1) * 2 * d);
         const int calls = positions ? 3 : 3 * C + 2;
         for (int call = 0, t = 0; call < calls; ++call, t += positions ? rows : 1) {
           for (size_t i = 0; i < qkv.size(); ++i)
