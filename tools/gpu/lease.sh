@@ -82,9 +82,9 @@ MAPS="elu+1 relu random_fourier smoothed_random_fourier favor generalized_random
 # TARNN_BF16_INPUTS=rounded: bf16 GEMMs' inputs rounded by passes of their own, as before issue 41;
 # TARNN_LAYERNORM=passes: each LayerNorm a pass of its own, the row read twice, as before issue 41's
 # point c; TARNN_STATE_CHUNK=6: the state's write deferred over chunks of 6 positions, the chunk's
-# buffer in the state's 16 bits (issue 41, point 3), beside the state written every position; TARNN_BF16_OUTPUTS=fp32: q, k and v written
-# in fp32 by their bf16 GEMM, as before issue 41's bf16 outputs (docs/CUDA.md, "The byte budget of
-# a step").
+# buffer in the state's 16 bits (issue 41, point 3), beside the state written every position;
+# TARNN_BF16_OUTPUTS=fp32: q, k and v written in fp32 by their bf16 GEMM, as before issue 41's bf16
+# outputs (docs/CUDA.md, "The byte budget of a step").
 BENCH_PATHS=("" "bf16-elu+1:TARNN_BF16_INPUTS=rounded" "bf16-elu+1:TARNN_LAYERNORM=passes"
   "bf16-elu+1-fp16:TARNN_STATE_CHUNK=6" "bf16-elu+1:TARNN_BF16_OUTPUTS=fp32")
 NCU_METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
