@@ -485,7 +485,7 @@ WarpArrival warp_arrive(const char *call, unsigned mask, uint64_t value) {
           fail(" waiting for lane " + std::to_string(l) + " (" +
                thread_name(uint16_t(warp * kWarp + l)) + "), which has exited");
       }
-  } else if (std::strcmp(wp.call[p], call) != 0)
+  } else if (wp.call[p] != call && std::strcmp(wp.call[p], call) != 0)
     fail(std::string(" while lanes of its warp wait in ") + wp.call[p] + " for it");
   else if (wp.mask[p] != mask)
     fail(" with another mask than its warp");
