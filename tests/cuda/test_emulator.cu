@@ -10,7 +10,9 @@
 #include <cuda_runtime.h>
 #include <functional>
 #include <gtest/gtest.h>
+#include <mma.h>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cuda_util.h"
@@ -574,4 +576,197 @@ TEST_F(Emulator, ThreadsSharingAWordByHalvesDoNotRace) {
   TARNN_LAUNCH(halves_kernel, 1, 8, 0, nullptr)(p.get());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cudaGetErrorString(cudaDeviceSynchronize());
   EXPECT_EQ(p.download(), std::vector<uint16_t>(8, 2));
+}
+
+// ---- tensor cores (mma.h)
+// ------------------------------------------------------------------------------
+
+namespace wmma = nvcuda::wmma;
+
+namespace {
+
+using BTile = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major>;
+using BTileRows = wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major>;
+
+// Y = X W^T, X [rows, in] and W [out, in] in bf16 and Y [rows, out] in fp32, all row-major: a warp
+// a 16 x 16 tile of Y, its k-tiles chained in ascending order into one accumulator. W is B in
+// column-major (W^T's columns are W's rows) or, with `w_t`, W^T [in, out] given row-major; with
+// `y_t` Y is stored column-major (Y^T [out, rows]).
+template <class B>
+__global__ void wmma_gemm_kernel(const __nv_bfloat16 *x, const __nv_bfloat16 *w, float *y, int rows,
+                                 int in, int out, bool y_t) {
+  const int tile = threadIdx.x / 32, tiles_n = out / 16;
+  const int r0 = tile / tiles_n * 16, n0 = tile % tiles_n * 16;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+  B b;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  for (int k0 = 0; k0 < in; k0 += 16) {
+    wmma::load_matrix_sync(a, x + r0 * in + k0, in);
+    if (std::is_same<B, BTile>::value)
+      wmma::load_matrix_sync(b, w + n0 * in + k0, in);
+    else
+      wmma::load_matrix_sync(b, w + k0 * out + n0, out);
+    wmma::mma_sync(acc, a, b, acc);
+  }
+  if (y_t)
+    wmma::store_matrix_sync(y + n0 * rows + r0, acc, rows, wmma::mem_col_major);
+  else
+    wmma::store_matrix_sync(y + r0 * out + n0, acc, out, wmma::mem_row_major);
+}
+
+// One warp loads the 16 x 16 bf16 tile at p (rows ldm apart) and writes each lane's sum of its
+// share; `skip` leaves lane `skip` out of the call (it exits), `other` has lane `other` pass the
+// tile's next row.
+__global__ void wmma_load_kernel(const __nv_bfloat16 *p, unsigned ldm, float *sums, int skip,
+                                 int other) {
+  const int lane = threadIdx.x;
+  if (lane == skip)
+    return;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+  wmma::load_matrix_sync(a, lane == other ? p + ldm : p, ldm);
+  float s = 0;
+  for (int i = 0; i < a.num_elements; ++i)
+    s += __bfloat162float(a.x[i]);
+  sums[lane] = s;
+}
+
+// One warp stores an accumulator of v into the 16 x 16 fp32 tile at p (rows ldm apart).
+__global__ void wmma_store_kernel(float *p, unsigned ldm, float v) {
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, v);
+  wmma::store_matrix_sync(p, acc, ldm, wmma::mem_row_major);
+}
+
+std::vector<uint16_t> bf16_values(size_t n, float scale) {
+  std::vector<uint16_t> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = bf16_bits(std::sin(float(i) * scale) * 2.0f);
+  return v;
+}
+
+std::vector<float> widened(const std::vector<uint16_t> &v) {
+  std::vector<float> f(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    f[i] = from_bf16(v[i]);
+  return f;
+}
+
+} // namespace
+
+// A 32 x 48 by 48 x 32 product on tensor cores is the reference GEMM to the bit (mma_sync's fma
+// chain over k ascending is linear_forward_ref's), with W^T in either layout and Y stored in
+// either; each operand's bytes counted once.
+TEST_F(Emulator, TensorCoresAreTheReferenceGemm) {
+  const int rows = 32, in = 48, out = 32;
+  const std::vector<uint16_t> x = bf16_values(size_t(rows) * in, 0.37f),
+                              w = bf16_values(size_t(out) * in, 0.91f);
+  std::vector<float> want(size_t(rows) * out);
+  linear_forward_ref(widened(w).data(), nullptr, out, in, widened(x).data(), in, rows, want.data(),
+                     out, Act::None);
+  std::vector<uint16_t> w_t(w.size()); // W^T [in, out], row-major
+  for (int j = 0; j < out; ++j)
+    for (int k = 0; k < in; ++k)
+      w_t[size_t(k) * out + j] = w[size_t(j) * in + k];
+  DeviceArray<uint16_t> dx(x), dw(w), dw_t(w_t);
+  DeviceArray<float> dy(want.size());
+  const auto *bx = reinterpret_cast<const __nv_bfloat16 *>(dx.get());
+  tarnn_emu::reset_traffic();
+  TARNN_LAUNCH(wmma_gemm_kernel<BTile>, 1, 4 * 32, 0, nullptr)
+  (bx, reinterpret_cast<const __nv_bfloat16 *>(dw.get()), dy.get(), rows, in, out, false);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cudaGetErrorString(cudaDeviceSynchronize());
+  EXPECT_EQ(dy.download(), want);
+  const std::vector<tarnn_emu::Traffic> t = tarnn_emu::traffic();
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].all.read, 2u * rows * in * 2); // X and W, 2 bytes an element, each byte once
+  EXPECT_EQ(t[0].all.written, 4u * rows * out);
+  // W^T row-major, Y column-major: Y^T
+  TARNN_LAUNCH(wmma_gemm_kernel<BTileRows>, 1, 4 * 32, 0, nullptr)
+  (bx, reinterpret_cast<const __nv_bfloat16 *>(dw_t.get()), dy.get(), rows, in, out, true);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cudaGetErrorString(cudaDeviceSynchronize());
+  const std::vector<float> got_t = dy.download();
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < out; ++j)
+      ASSERT_EQ(got_t[size_t(j) * rows + r], want[size_t(r) * out + j]) << r << ", " << j;
+}
+
+// load_matrix_sync of a 16 x 16 bf16 tile whose rows are 24 elements apart reads its 512 bytes
+// (not the 768 its rows span, nor 32 times 512: each lane its share); store_matrix_sync of an fp32
+// tile writes its 1,024.
+TEST_F(Emulator, TensorCoreTilesCountTheirBytesOnce) {
+  const unsigned ldm = 24;
+  const std::vector<uint16_t> v = bf16_values(16 * ldm, 0.5f);
+  DeviceArray<uint16_t> tile(v);
+  DeviceArray<float> sums(32), y(std::vector<float>(16 * ldm, -1.0f));
+  tarnn_emu::reset_traffic();
+  TARNN_LAUNCH(wmma_load_kernel, 1, 32, 0, nullptr)
+  (reinterpret_cast<const __nv_bfloat16 *>(tile.get()), ldm, sums.get(), -1, -1);
+  TARNN_LAUNCH(wmma_store_kernel, 1, 32, 0, nullptr)(y.get(), ldm, 2.5f);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cudaGetErrorString(cudaDeviceSynchronize());
+  const std::vector<tarnn_emu::Traffic> t = tarnn_emu::traffic();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].name, "wmma_load_kernel");
+  EXPECT_EQ(t[0].all.read, 512u);
+  EXPECT_EQ(t[0].all.written, 32u * 4); // the sums
+  EXPECT_EQ(t[1].all.read, 0u);
+  EXPECT_EQ(t[1].all.written, 1024u);
+  // every element of the tile was loaded by one lane: the lanes' sums add up to the tile's
+  double total = 0, want = 0;
+  for (float s : sums.download())
+    total += s;
+  for (unsigned r = 0; r < 16; ++r)
+    for (unsigned c = 0; c < 16; ++c)
+      want += from_bf16(v[r * ldm + c]);
+  EXPECT_NEAR(total, want, 1e-4);
+  const std::vector<float> got = y.download();
+  for (unsigned i = 0; i < got.size(); ++i)
+    ASSERT_EQ(got[i], i % ldm < 16 ? 2.5f : -1.0f) << i;
+}
+
+namespace {
+
+// What wmma_load_kernel's launch over a 32 x 24 bf16 tile at element `offset` with `ldm`, lane
+// `skip` leaving and lane `other` passing the next row, failed with (`want`), and why.
+std::string wmma_load_fault(cudaError_t want, int offset, unsigned ldm, int skip, int other) {
+  std::string why;
+  {
+    DeviceArray<uint16_t> tile(std::vector<uint16_t>(32 * 24, 0));
+    DeviceArray<float> sums(32);
+    TARNN_LAUNCH(wmma_load_kernel, 1, 32, 0, nullptr)
+    (reinterpret_cast<const __nv_bfloat16 *>(tile.get()) + offset, ldm, sums.get(), skip, other);
+    why = fault(want);
+  }
+  cudaDeviceReset();
+  return why;
+}
+
+} // namespace
+
+// A warp's collective call with a lane missing, or a lane passing another tile, fails the launch
+// naming the kernel and the lane.
+TEST_F(Emulator, ATensorCoreCallWithoutTheWholeWarpIsAFault) {
+  std::string why = wmma_load_fault(cudaErrorLaunchFailure, 0, 16, 5, -1);
+  EXPECT_TRUE(has(why, "wmma_load_kernel: thread (5, 0, 0) of block (0, 0, 0) exits while lanes "
+                       "of its warp wait for it in wmma::load_matrix_sync"))
+      << why;
+  why = wmma_load_fault(cudaErrorLaunchFailure, 0, 16, -1, 3);
+  EXPECT_TRUE(has(why, "wmma_load_kernel")) << why;
+  EXPECT_TRUE(has(why, "lane 3 (thread (3, 0, 0) of block (0, 0, 0)) passed pointer")) << why;
+}
+
+// A tile's pointer 256-bit aligned, and ldm a multiple of 16 bytes, as a GPU requires.
+TEST_F(Emulator, TensorCoresRefuseMisalignedTiles) {
+  std::string why = wmma_load_fault(cudaErrorMisalignedAddress, 8, 16, -1, -1);
+  EXPECT_TRUE(has(why, "wmma_load_kernel")) << why;
+  EXPECT_TRUE(has(why, "with a pointer 16 bytes past a 32-byte boundary")) << why;
+  why = wmma_load_fault(cudaErrorMisalignedAddress, 0, 20, -1, -1);
+  EXPECT_TRUE(has(why, "with ldm 20: a multiple of 8 for 16-bit elements")) << why;
+}
+
+// Outside a kernel a warp's call has no warp: the process stops saying so.
+TEST_F(Emulator, TensorCoreCallsOutsideAKernelAbort) {
+  std::vector<uint16_t> host(256);
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+  EXPECT_DEATH(wmma::load_matrix_sync(a, reinterpret_cast<const __nv_bfloat16 *>(host.data()), 16),
+               "wmma::load_matrix_sync outside a kernel");
 }

@@ -9,7 +9,7 @@
 set(TARNN_EMULATOR_DIR ${PROJECT_SOURCE_DIR}/src/cuda/emulator)
 set(TARNN_EMULATOR_SOURCES ${TARNN_EMULATOR_DIR}/blas.cpp ${TARNN_EMULATOR_DIR}/fiber.cpp
                            ${TARNN_EMULATOR_DIR}/launch.cpp ${TARNN_EMULATOR_DIR}/memory.cpp
-                           ${TARNN_EMULATOR_DIR}/runtime.cpp)
+                           ${TARNN_EMULATOR_DIR}/runtime.cpp ${TARNN_EMULATOR_DIR}/wmma.cpp)
 set(TARNN_EMULATOR_INCLUDE ${TARNN_EMULATOR_DIR}/include)
 
 if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")

@@ -1,7 +1,8 @@
 // The emulated device's state, shared by its parts (not an API: the CUDA headers in include/ and
 // emulator.h are). runtime.cpp: the device, errors, memory calls, streams, events, graphs;
-// launch.cpp: grids, blocks, fibers, barriers, shuffles; memory.cpp: allocations and the checks
-// and counts of every kernel load and store; blas.cpp: cuBLAS and cuBLASLt.
+// launch.cpp: grids, blocks, fibers, barriers, warps' collective calls; wmma.cpp: tensor cores'
+// calls (<mma.h>); memory.cpp: allocations and the checks and counts of every kernel load and
+// store; blas.cpp: cuBLAS and cuBLASLt.
 #pragma once
 
 #include <cstddef>
@@ -97,20 +98,38 @@ struct ThreadRun {
   // then reports nothing.
   bool quiet;
 };
-// Quiet for the running thread while in scope.
+// Quiet for the running thread while in scope (scopes nest: the outer one's stays).
 struct Quiet {
   ThreadRun *t;
+  bool was = false;
   explicit Quiet(ThreadRun *run) : t(run) {
-    if (t)
+    if (t) {
+      was = t->quiet;
       t->quiet = true;
+    }
   }
   ~Quiet() {
     if (t)
-      t->quiet = false;
+      t->quiet = was;
   }
 };
 // (initial-exec: read at every access; the plugin is small enough for static TLS)
 extern thread_local ThreadRun *tl_thread __attribute__((tls_model("initial-exec")));
+
+// A warp-collective call (__shfl_xor_sync, wmma's: wmma.cpp): the running lane arrives at `call`
+// (its name in messages) with `value` and waits until every lane of `mask` has. Then `values`
+// holds each lane's `value` (until the warp's next collective call but one), and the lane that
+// arrived last returns with `last` set, before any other lane runs again: what it does for the
+// warp then is done when they go on. A lane of the mask that has exited (or exits while the
+// others wait), lanes of one warp in different calls or masks, a mask past the warp: the launch
+// fails naming the kernel and the threads; threads that never come are a deadlock (run_block).
+// Outside a kernel: the process aborts, saying so.
+struct WarpArrival {
+  const uint64_t *values;
+  int lane;
+  bool last;
+};
+WarpArrival warp_arrive(const char *call, unsigned mask, uint64_t value);
 
 // The running thread broke a rule a GPU enforces (or compute-sanitizer reports): its block and
 // grid stop, and the device faults with `code` (launch.cpp). Does not return.

@@ -1,8 +1,9 @@
 // Kernels on the emulated device: a launch checked as a GPU checks it, then its blocks one after
 // another, each block's threads as fibers (fiber.h) in a fixed order. A thread runs until it
-// waits: at __syncthreads until every thread of its block still running has arrived, at
-// __shfl_xor_sync until every lane of the mask has. So barriers and shuffles have CUDA's meaning,
-// and a run is deterministic: the same interleaving every time, whatever the machine.
+// waits: at __syncthreads until every thread of its block still running has arrived, at a warp's
+// collective call (__shfl_xor_sync, wmma's: warp_arrive) until every lane of its mask has. So
+// barriers, shuffles and tensor-core calls have CUDA's meaning, and a run is deterministic: the
+// same interleaving every time, whatever the machine.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -108,14 +109,16 @@ cudaError_t check(const Grid &g, std::string &why) {
 struct Worker {
   Fiber fiber;
   ThreadRun run;
-  enum State { Runnable, AtBarrier, AtShuffle, Done, Stopped } state = Done;
-  unsigned shuffles = 0; // the thread's __shfl_xor_sync calls so far
-  bool fresh = true;     // the fiber has not run: it starts at worker_main
+  enum State { Runnable, AtBarrier, AtWarp, Done, Stopped } state = Done;
+  const char *at_warp = nullptr; // AtWarp: the collective call it waits in
+  unsigned collectives = 0;      // the thread's warp-collective calls so far
+  bool fresh = true;             // the fiber has not run: it starts at worker_main
 };
 
-struct Warp { // two generations of one warp's shuffle exchange (a lane is never two ahead)
+struct Warp { // two generations of one warp's collective call (a lane is never two ahead)
   uint64_t value[2][kWarp];
   uint32_t arrived[2] = {0, 0}, mask[2] = {0, 0};
+  const char *call[2] = {nullptr, nullptr}; // which call each generation is
 };
 
 struct Block {
@@ -179,13 +182,13 @@ bool release_barrier(Block &b) {
   return true;
 }
 
-// The lanes of warp `warp` that wait at a shuffle whose mask names `lane`.
-bool waited_for(const Block &b, int warp, int lane) {
+// The collective call lanes of warp `warp` wait in for `lane` (its mask names it), or null.
+const char *waited_for(const Block &b, int warp, int lane) {
   const Warp &wp = b.warps[size_t(warp)];
   for (int p = 0; p < 2; ++p)
     if (wp.arrived[p] && (wp.mask[p] >> lane & 1u) && !(wp.arrived[p] >> lane & 1u))
-      return true;
-  return false;
+      return wp.call[p];
+  return nullptr;
 }
 
 void thread_exits(Worker &w) {
@@ -193,10 +196,9 @@ void thread_exits(Worker &w) {
   w.state = Worker::Done;
   --b.live;
   const int warp = w.run.thread / kWarp, lane = w.run.thread % kWarp;
-  if (waited_for(b, warp, lane))
+  if (const char *call = waited_for(b, warp, lane))
     stop_block(b, cudaErrorLaunchFailure,
-               thread_name(w.run.thread) +
-                   " exits while lanes of its warp wait for it in __shfl_xor_sync");
+               thread_name(w.run.thread) + " exits while lanes of its warp wait for it in " + call);
   else if (b.at_barrier > 0 && b.at_barrier == b.live)
     release_barrier(b); // the threads still running have all arrived
 }
@@ -220,25 +222,31 @@ void worker_main(void *arg) {
   }
 }
 
-// "threads 0-31 at __syncthreads; 32 at __shfl_xor_sync (mask 0xffffffff)": who waits on whom.
+// "threads 0-31 at __syncthreads; 32-63 at __shfl_xor_sync": who waits on whom.
 std::string waiting(const Block &b) {
   std::string s;
-  auto add = [&](int from, int to, const char *where) {
+  auto add = [&](int from, int to, const std::string &where) {
     if (from < 0)
       return;
     s += std::string(s.empty() ? "" : "; ") + "threads " + std::to_string(from) +
-         (to > from ? "-" + std::to_string(to) : "") + " " + where;
+         (to > from ? "-" + std::to_string(to) : "") + " at " + where;
+  };
+  auto where = [&](int i) -> std::string { // what thread i waits at ("": nothing)
+    const Worker &w = *g_workers[size_t(i)];
+    return w.state == Worker::AtBarrier ? "__syncthreads"
+           : w.state == Worker::AtWarp  ? w.at_warp
+                                        : "";
   };
   int from = -1;
-  Worker::State state = Worker::Done;
+  std::string at;
   for (int i = 0; i <= b.threads; ++i) {
-    const Worker::State now = i < b.threads ? g_workers[size_t(i)]->state : Worker::Done;
-    if (i < b.threads && now == state)
+    const std::string now = i < b.threads ? where(i) : "";
+    if (i < b.threads && now == at)
       continue;
-    if (state == Worker::AtBarrier || state == Worker::AtShuffle)
-      add(from, i - 1, state == Worker::AtBarrier ? "at __syncthreads" : "at __shfl_xor_sync");
+    if (!at.empty())
+      add(from, i - 1, at);
     from = i;
-    state = now;
+    at = now;
   }
   return s;
 }
@@ -315,7 +323,7 @@ void start_threads(const Grid &g, const ThreadRun &common, int threads) {
     w.run.stack_lo = w.fiber.stack;
     w.run.stack_hi = w.fiber.stack + w.fiber.stack_bytes;
     w.state = Worker::Runnable;
-    w.shuffles = 0;
+    w.collectives = 0;
   }
 }
 
@@ -448,9 +456,9 @@ void syncthreads() {
     stop_running_thread();
 }
 
-uint64_t shuffle_xor(unsigned mask, uint64_t value, int lane_mask, int width) {
+WarpArrival warp_arrive(const char *call, unsigned mask, uint64_t value) {
   if (!tl_worker) {
-    std::fprintf(stderr, "tarnn emulated device: __shfl_xor_sync outside a kernel\n");
+    std::fprintf(stderr, "tarnn emulated device: %s outside a kernel\n", call);
     std::abort();
   }
   Worker &w = *tl_worker;
@@ -458,46 +466,61 @@ uint64_t shuffle_xor(unsigned mask, uint64_t value, int lane_mask, int width) {
   Quiet quiet(&w.run);
   const int warp = w.run.thread / kWarp, lane = w.run.thread % kWarp;
   const int lanes = std::min(kWarp, b.threads - warp * kWarp);
+  auto fail = [call](const std::string &how) { // (the message made only when it is needed)
+    kernel_fault(cudaErrorLaunchFailure, std::string("calls ") + call + how);
+  };
   if (!(mask >> lane & 1u))
-    kernel_fault(cudaErrorLaunchFailure,
-                 "calls __shfl_xor_sync with a mask that leaves out its own lane");
-  if (width < 1 || width > kWarp || (width & (width - 1)))
-    kernel_fault(cudaErrorLaunchFailure,
-                 "calls __shfl_xor_sync with width " + std::to_string(width));
+    fail(" with a mask that leaves out its own lane");
   Warp &wp = b.warps[size_t(warp)];
-  const int p = int(w.shuffles++ & 1u);
-  if (wp.arrived[p] == 0) { // the first lane of this exchange: the mask's lanes must exist
+  const int p = int(w.collectives++ & 1u);
+  if (wp.arrived[p] == 0) { // the first lane of this call: the mask's lanes must exist
     wp.mask[p] = mask;
+    wp.call[p] = call;
     for (int l = 0; l < kWarp; ++l)
       if (mask >> l & 1u) {
         if (l >= lanes)
-          kernel_fault(cudaErrorLaunchFailure, "calls __shfl_xor_sync with a mask naming lane " +
-                                                   std::to_string(l) + ", which its warp (of " +
-                                                   std::to_string(lanes) + ") does not have");
+          fail(" waiting for lane " + std::to_string(l) + ", which its warp (of " +
+               std::to_string(lanes) + ") does not have");
         if (g_workers[size_t(warp * kWarp + l)]->state == Worker::Done)
-          kernel_fault(cudaErrorLaunchFailure, "calls __shfl_xor_sync with a mask naming lane " +
-                                                   std::to_string(l) + ", which has exited");
+          fail(" waiting for lane " + std::to_string(l) + " (" +
+               thread_name(uint16_t(warp * kWarp + l)) + "), which has exited");
       }
-  } else if (wp.mask[p] != mask)
-    kernel_fault(cudaErrorLaunchFailure, "calls __shfl_xor_sync with another mask than its warp");
+  } else if (wp.call[p] != call && std::strcmp(wp.call[p], call) != 0)
+    fail(std::string(" while lanes of its warp wait in ") + wp.call[p] + " for it");
+  else if (wp.mask[p] != mask)
+    fail(" with another mask than its warp");
   wp.value[p][lane] = value;
   wp.arrived[p] |= 1u << lane;
-  if ((wp.arrived[p] & mask) == mask) { // the last lane: all go on
+  const bool last = (wp.arrived[p] & mask) == mask;
+  if (last) { // all go on, when this lane next waits
     for (int l = 0; l < kWarp; ++l)
       if ((mask >> l & 1u) && l != lane)
         g_workers[size_t(warp * kWarp + l)]->state = Worker::Runnable;
     wp.arrived[p] = 0;
   } else {
-    w.state = Worker::AtShuffle;
+    w.state = Worker::AtWarp;
+    w.at_warp = call;
     wait(w);
   }
-  const int from = lane ^ lane_mask;
-  if (from >= (lane / width + 1) * width) // a later group of `width` lanes: its own value
+  return {wp.value[p], lane, last};
+}
+
+uint64_t shuffle_xor(unsigned mask, uint64_t value, int lane_mask, int width) {
+  if (tl_worker && (width < 1 || width > kWarp || (width & (width - 1)))) {
+    Quiet quiet(&tl_worker->run);
+    kernel_fault(cudaErrorLaunchFailure,
+                 "calls __shfl_xor_sync with width " + std::to_string(width));
+  }
+  const WarpArrival in = warp_arrive("__shfl_xor_sync", mask, value);
+  const int from = in.lane ^ lane_mask;
+  if (from >= (in.lane / width + 1) * width) // a later group of `width` lanes: its own value
     return value;
-  if (from < 0 || !(mask >> from & 1u))
+  if (from < 0 || !(mask >> from & 1u)) {
+    Quiet quiet(&tl_worker->run);
     kernel_fault(cudaErrorLaunchFailure,
                  "reads lane " + std::to_string(from) + " in __shfl_xor_sync, outside the mask");
-  return wp.value[p][from];
+  }
+  return in.values[from];
 }
 
 void kernel_fault(cudaError_t code, const std::string &what) {

@@ -131,6 +131,8 @@ const char *plain(cudaError_t e) {
     return "an illegal memory access was encountered";
   case cudaErrorLaunchOutOfResources:
     return "too many resources requested for launch";
+  case cudaErrorMisalignedAddress:
+    return "misaligned address";
   case cudaErrorLaunchFailure:
     return "unspecified launch failure";
   case cudaErrorNotSupported:
