@@ -36,14 +36,18 @@ __device__ const __nv_bfloat16 *bf16_at(const uint16_t *p) {
   return reinterpret_cast<const __nv_bfloat16 *>(p);
 }
 
+struct alignas(16) Bf16x8 { // 8 bf16, one 16-byte load (rows of x16 are 32 bytes aligned)
+  uint32_t v[4];
+};
+
 // The block's rows of x16 into xs [M, d] (rows past the batch as zeros, read but never written
 // out), 8 bf16 a load.
 __device__ void load_rows(uint16_t *xs, const uint16_t *x16, int64_t row0, int valid, int d) {
   const int per_row = d / 8;
-  uint4 *to = reinterpret_cast<uint4 *>(xs);
-  const uint4 *from = reinterpret_cast<const uint4 *>(x16 + size_t(row0) * d);
+  Bf16x8 *to = reinterpret_cast<Bf16x8 *>(xs);
+  const Bf16x8 *from = reinterpret_cast<const Bf16x8 *>(x16 + size_t(row0) * d);
   for (int e = threadIdx.x; e < M * per_row; e += blockDim.x)
-    to[e] = e / per_row < valid ? from[e] : make_uint4(0, 0, 0, 0);
+    to[e] = e / per_row < valid ? from[e] : Bf16x8{};
 }
 
 // Phase A, warp `warp`'s hidden tile (columns c0 + 16 warp ...) of both row tiles: the fp32 sums
