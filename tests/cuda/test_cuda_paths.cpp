@@ -1159,13 +1159,10 @@ TEST(CudaFeedForward, RolloutsAsTheUnfusedPath) {
   On fused = unfused;
   fused.knobs.set("feed_forward", "fused");
   expect_same_rollouts(fused, unfused, 1e-3, &gelu, emulated());
-  for (const Model *m : {&mnist(), &gelu}) {
-    const int P = m == &mnist() ? mnist_positions() : -1;
-    On one = on(Device::Cuda, 1, true, Precision::Bf16, StateFormat::Fp16), four = one;
-    four.run.batch = 4;
-    one.knobs.set("feed_forward", "fused");
-    four.knobs.set("feed_forward", "fused");
-    EXPECT_EQ(run_on(one, *m, 4, 13, nullptr, nullptr, 0, P).images,
-              run_on(four, *m, 4, 13, nullptr, nullptr, 0, P).images);
-  }
+  // a row's result is its own whatever else the block holds (the GELU model: 39 positions, not 783)
+  On one = on(Device::Cuda, 1, true, Precision::Bf16, StateFormat::Fp16), four = one;
+  four.run.batch = 4;
+  one.knobs.set("feed_forward", "fused");
+  four.knobs.set("feed_forward", "fused");
+  EXPECT_EQ(run_on(one, gelu, 4, 13).images, run_on(four, gelu, 4, 13).images);
 }
