@@ -8,6 +8,7 @@
 
 #include "bias_act.h"
 #include "feature_map.h"
+#include "feed_forward.h"
 #include "state_format.h"
 #include "step_params.h"
 
@@ -43,6 +44,11 @@ void launch_residual_layernorm(float *x, const float *y, const float *w, const f
 void launch_layernorm_rows(const float *x, const float *y, const float *w, const float *nb,
                            const float *w2, const float *nb2, int rows, int n, float *out,
                            uint16_t *out16, cudaStream_t s);
+// x = LayerNorm2(x + W2 act(W1 x16 + b1) + b2) (then f's second norm where given) for rows of x and
+// of x16, x's bf16 copy, in one kernel (feed_forward.h); the result into out (fp32) and out16
+// (bf16), each where not null; out may be x and out16 x16 (a block reads its rows first)
+void launch_feed_forward_norm(const FeedForwardNorm &f, const float *x, const uint16_t *x16,
+                              int rows, float *out, uint16_t *out16, cudaStream_t s);
 void launch_sample_bytes(const float *o, int K, const uint8_t *given, const uint8_t *known, int T,
                          uint8_t *cur, uint8_t *out, double *log_prob, const StepParams *p,
                          int rows, cudaStream_t s);

@@ -8,18 +8,13 @@
 #include "cuda_util.h"
 #include "launch.h"
 #include "residual_layernorm.h"
+#include "warp_layernorm.h"
 
 namespace tarnn {
 
 namespace {
 
 constexpr int kRowsPerBlock = 8;
-
-__device__ float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 __global__ void residual_layernorm_kernel(float *x, const float *y, const float *w, const float *nb,
                                           int rows, int n, uint16_t *x16) {
@@ -50,33 +45,6 @@ __global__ void residual_layernorm_kernel(float *x, const float *y, const float 
   }
 }
 
-// LayerNorm of a row held K floats a lane (element lane + 32 k in v[k], 0 past n), in place:
-// residual_layernorm_kernel's sums in its order, so its bits.
-template <int K>
-__device__ void normalize_row(float (&v)[K], int lane, int n, const float *w, const float *nb) {
-  float sum = 0.0f;
-#pragma unroll
-  for (int k = 0; k < K; ++k)
-    if (lane + 32 * k < n)
-      sum += v[k];
-  const float mean = warp_sum(sum) / static_cast<float>(n);
-  float sq = 0.0f;
-#pragma unroll
-  for (int k = 0; k < K; ++k)
-    if (lane + 32 * k < n) {
-      const float c = v[k] - mean;
-      sq += c * c;
-    }
-  const float var = warp_sum(sq) / static_cast<float>(n);
-  const float rstd = 1.0f / sqrtf(var + kLayerNormEps);
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int i = lane + 32 * k;
-    if (i < n)
-      v[k] = (v[k] - mean) * rstd * w[i] + nb[i];
-  }
-}
-
 // One warp a row, the row of x + y read once into registers (n <= 32 K), normalized, again with
 // (w2, nb2) where given, written once (launch.h: launch_layernorm_rows).
 template <int K>
@@ -88,25 +56,8 @@ __global__ void layernorm_rows_kernel(const float *x, const float *y, const floa
   if (r >= rows) // a whole warp leaves together, so the shuffles stay full-warp
     return;
   const size_t row = size_t(r) * n;
-  float v[K];
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int i = lane + 32 * k;
-    v[k] = i < n ? residual_in(x, y, row + i) : 0.0f;
-  }
-  normalize_row<K>(v, lane, n, w, nb);
-  if (w2)
-    normalize_row<K>(v, lane, n, w2, nb2);
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int i = lane + 32 * k;
-    if (i >= n)
-      continue;
-    if (out)
-      out[row + i] = v[k];
-    if (out16)
-      out16[row + i] = bf16_bits(v[k]);
-  }
+  layernorm_row_warp<K>([&](int i) { return residual_in(x, y, row + i); }, lane, n, w, nb, w2, nb2,
+                        out ? out + row : nullptr, out16 ? out16 + row : nullptr);
 }
 
 template <int K>

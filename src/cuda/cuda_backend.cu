@@ -230,6 +230,33 @@ CudaLayerNorm layernorm_path(const Knobs &k) {
                    {{"passes", CudaLayerNorm::Passes}});
 }
 
+// The feed-forward block and its LayerNorm: the two GEMMs, then the LayerNorm (the engine's, until
+// a lease has measured both), or one kernel of tensor-core tiles with the hidden layer kept on chip
+// (kernels/feed_forward.h; the knob "feed_forward": TARNN_FEED_FORWARD=fused), for bf16 GEMMs.
+enum class CudaFeedForward { Unfused, Fused };
+
+CudaFeedForward feed_forward_path(const Knobs &k) {
+  return knob_path(k, "feed_forward", "TARNN_FEED_FORWARD", "a feed-forward path",
+                   CudaFeedForward::Unfused, {{"fused", CudaFeedForward::Fused}});
+}
+
+// The fused path asked for where it cannot run is an error, not a silent fallback: bf16 GEMMs, the
+// row LayerNorm (its code is the kernel's), a shape the kernel takes (whose shared memory every
+// device has: feed_forward.h).
+void check_fused_feed_forward(const Config &c, Precision p, CudaLayerNorm norm) {
+  const std::string knob = "TARNN_FEED_FORWARD=fused: ";
+  if (p != Precision::Bf16)
+    throw Error(knob +
+                "the fused feed-forward runs bf16 GEMMs (--precision bf16); this run's are " +
+                name(p));
+  if (norm == CudaLayerNorm::Passes)
+    throw Error(knob + "the fused feed-forward normalizes each row once; not with "
+                       "TARNN_LAYERNORM=passes");
+  const std::string refused = feed_forward_refusal(c.d_model, c.d_ff);
+  if (!refused.empty())
+    throw Error(knob + "the fused feed-forward needs " + refused);
+}
+
 // A stream and a cuBLAS handle on it. FP32 GEMMs by default (the same products as the CPU's to
 // float rounding); TF32 tensor cores, or bf16 inputs with fp32 sums, on request.
 struct Gpu {
@@ -518,10 +545,12 @@ public:
   // in: where the GEMMs read their inputs in bf16 or int8 (GemmInputs), where the weights are so.
   // positions: the rows are consecutive positions of one image (the Pre of model/prefill.h): the
   // embedding and the attention take them so; no steps, no graph. norm: the LayerNorms' path.
+  // ff: the feed-forward block's path (checked: check_fused_feed_forward).
   GpuOps(Gpu &gpu, const Config &c, const ModelView &w, const StepBuffers &b, bool use_graph,
-         GemmInputs in = {}, bool positions = false, CudaLayerNorm norm = CudaLayerNorm::Rows)
+         GemmInputs in = {}, bool positions = false, CudaLayerNorm norm = CudaLayerNorm::Rows,
+         CudaFeedForward ff = CudaFeedForward::Unfused)
       : gpu_(gpu), c_(c), w_(w), b_(b), use_graph_(use_graph), in_(in), positions_(positions),
-        norm_(norm) {}
+        norm_(norm), ff_(ff) {}
   ~GpuOps() { drop_graph(); }
   GpuOps(const GpuOps &) = delete;
   GpuOps &operator=(const GpuOps &) = delete;
@@ -620,6 +649,34 @@ public:
                             rows, d, copy_only ? nullptr : x, x16, gpu_.stream);
     }
     if (x16)
+      copies_.x16 = x;
+  }
+  // x = then(LayerNorm2(x + W2 act(W1 x + b1) + b2)): the ops' composition, or the fused kernel,
+  // which reads x's bf16 copy and writes x and its copy as add_norm does.
+  void feed_forward(const LayerView &w, int rows, Act act, const NormView *then) {
+    if (ff_ == CudaFeedForward::Unfused) {
+      feed_forward_unfused(*this, w, rows, act, then);
+      return;
+    }
+    float *x = b_.x;
+    const uint16_t *x16 = bf16_of(x, size_t(rows) * c_.d_model);
+    wrote(x);
+    uint16_t *out16 = in_.written ? in_.x16 : nullptr; // x's copy for the bf16 GEMM after it
+    const bool copy_only = then && out16 && w_.predictor.precision == Precision::Bf16;
+    FeedForwardNorm f;
+    f.w1 = static_cast<const uint16_t *>(w.ff1.w);
+    f.w2 = static_cast<const uint16_t *>(w.ff2.w);
+    f.b1 = w.ff1.b;
+    f.b2 = w.ff2.b;
+    f.d_model = c_.d_model;
+    f.d_ff = c_.d_ff;
+    f.act = act;
+    f.norm_w = w.norm2.w;
+    f.norm_b = w.norm2.b;
+    f.then_w = then ? then->w : nullptr;
+    f.then_b = then ? then->b : nullptr;
+    launch_feed_forward_norm(f, x, x16, rows, copy_only ? nullptr : x, out16, gpu_.stream);
+    if (out16)
       copies_.x16 = x;
   }
   void sample(int rows) {
@@ -758,6 +815,7 @@ private:
   bool qkv16_ = false; // the last q,k,v GEMM wrote in_.qkv16, not b_.qkv
   bool positions_;
   CudaLayerNorm norm_;
+  CudaFeedForward ff_;
   cudaGraphExec_t exec_ = nullptr;
   int graph_rows_ = -1;
   int kernels_per_step_ = 0;
@@ -774,9 +832,11 @@ class CudaBackend : public Backend {
 public:
   CudaBackend(const Model &m, const RunOptions &o, const Knobs &k)
       : model_(m), options_(o), graph_(k.get("graph", "on") == "on"),
-        bf16_inputs_(bf16_inputs_path(k)), norm_(layernorm_path(k)),
+        bf16_inputs_(bf16_inputs_path(k)), norm_(layernorm_path(k)), ff_(feed_forward_path(k)),
         gpu_((check_supported(m.config), gemm_inputs(o.precision)), gemm_path(k)),
         weights_(m.weights, o.precision) {
+    if (ff_ == CudaFeedForward::Fused)
+      check_fused_feed_forward(m.config, o.precision, norm_);
     mark_bf16_outputs(weights_.view, m.config, bf16_outputs_path(k.get("bf16_outputs")));
     // every layer's GEMM algorithm chosen and checked at every batch size now, not at its first
     // call (gemm.h: Gemm::prepare)
@@ -824,12 +884,13 @@ public:
                         std::string(name(options_.precision)) + " GEMM inputs");
     const GemmInputs in = gemm_inputs(scratch, options_.precision, in_rows, c,
                                       bf16_inputs_ == CudaBf16Inputs::Written);
-    GpuOps ops(gpu_, c, weights_.view, mem.b, graph_, in, false, norm_);
+    GpuOps ops(gpu_, c, weights_.view, mem.b, graph_, in, false, norm_, ff_);
     std::unique_ptr<DeviceBatch> pre_mem;
     std::unique_ptr<GpuOps> pre;
     if (prefill) {
       pre_mem = std::make_unique<DeviceBatch>(c, pre_rows, options_.state, 1);
-      pre = std::make_unique<GpuOps>(gpu_, c, weights_.view, pre_mem->b, false, in, true, norm_);
+      pre =
+          std::make_unique<GpuOps>(gpu_, c, weights_.view, pre_mem->b, false, in, true, norm_, ff_);
     }
     RunInfo info;
     info.device = gpu_.name;
@@ -862,6 +923,7 @@ private:
   bool graph_;
   CudaBf16Inputs bf16_inputs_;
   CudaLayerNorm norm_;
+  CudaFeedForward ff_;
   std::mutex running_;
   Gpu gpu_;
   DeviceWeights weights_;

@@ -46,7 +46,8 @@ Message lacking(const char *field, const std::string &value, const std::string &
 // The environment's engine switches (docs/ENVIRONMENT.md), CUDA's paths for comparisons:
 // TARNN_GEMM, the knob "gemm"; TARNN_BF16_INPUTS, the knob "bf16_inputs"; TARNN_LAYERNORM, the knob
 // "layernorm"; TARNN_BF16_OUTPUTS, the knob "bf16_outputs", read by the CPU and CUDA backends alike
-// (the bits differ) (the backend that reads each checks its value).
+// (the bits differ); TARNN_FEED_FORWARD, the knob "feed_forward" (the backend that reads each
+// checks its value).
 Knobs knobs_from_environment() {
   Knobs k;
   if (const char *gemm = std::getenv("TARNN_GEMM"); gemm && *gemm)
@@ -57,6 +58,8 @@ Knobs knobs_from_environment() {
     k.set("layernorm", norm);
   if (const char *outputs = std::getenv("TARNN_BF16_OUTPUTS"); outputs && *outputs)
     k.set("bf16_outputs", outputs);
+  if (const char *ff = std::getenv("TARNN_FEED_FORWARD"); ff && *ff)
+    k.set("feed_forward", ff);
   return k;
 }
 

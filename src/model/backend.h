@@ -17,11 +17,11 @@ namespace tarnn {
 
 // Switches for tests and comparisons: never set by a user, so not in RunOptions. Each is a name
 // and a value that one backend reads, as its row lists (BackendRow::knobs: cpu's
-// "reference_gemm", cuda's "graph", "gemm", "bf16_inputs" and "layernorm", both's "bf16_outputs");
-// the engine refuses a name no row lists. Those from the environment (TARNN_GEMM,
-// TARNN_BF16_INPUTS, TARNN_LAYERNORM, TARNN_BF16_OUTPUTS, docs/ENVIRONMENT.md) are read by the
-// engine as "gemm", "bf16_inputs", "layernorm" and "bf16_outputs"; tests set the others through
-// engine/testing.h.
+// "reference_gemm", cuda's "graph", "gemm", "bf16_inputs", "layernorm" and "feed_forward", both's
+// "bf16_outputs"); the engine refuses a name no row lists. Those from the environment (TARNN_GEMM,
+// TARNN_BF16_INPUTS, TARNN_LAYERNORM, TARNN_BF16_OUTPUTS, TARNN_FEED_FORWARD, docs/ENVIRONMENT.md)
+// are read by the engine as "gemm", "bf16_inputs", "layernorm", "bf16_outputs" and
+// "feed_forward"; tests set the others through engine/testing.h.
 struct Knobs {
   std::map<std::string, std::string> values;
   Knobs &set(const std::string &name, const std::string &value) {

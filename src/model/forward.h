@@ -8,6 +8,9 @@
 //   ops.add_norm(x, y, norm, rows, then) x = LayerNorm(x + y); y null: x = LayerNorm(x); then
 //                                       not null: x = then(LayerNorm(x + y)), the last layer's
 //                                       second norm and the final norm as one op
+//   ops.feed_forward(w, rows, act, then) x = then(LayerNorm2(x + W2 act(W1 x + b1) + b2)): the
+//                                       layer's feed-forward block and its norm, as
+//                                       feed_forward_unfused composes it, or one op of its own
 //   ops.sample(rows)                    p_{t+1}: the given byte where known, else a draw
 //   ops.advance()                       t += 1
 //
@@ -98,6 +101,17 @@ inline void mark_bf16_outputs(ModelView &v, const Config &c, Bf16Outputs o) {
                         c.attention == Attention::Linear;
 }
 
+// The feed-forward block and its LayerNorm from the ops above: hid = act(x W1^T + b1),
+// y = hid W2^T + b2, x = LayerNorm2(x + y) (then `then`, where not null). Every backend's
+// ops.feed_forward, and the CPU twin of the CUDA backend's fused kernel (kernels/feed_forward.h).
+template <class Ops>
+void feed_forward_unfused(Ops &ops, const LayerView &w, int rows, Act act, const NormView *then) {
+  const StepBuffers &b = ops.buffers();
+  ops.linear(w.ff1, b.x, b.hid, rows, act);
+  ops.linear(w.ff2, b.hid, b.y, rows, Act::None);
+  ops.add_norm(b.x, b.y, w.norm2, rows, then);
+}
+
 // One post-norm layer (SPEC section 1) over `rows` rows of b.x, in place; then, where not null, a
 // LayerNorm after the layer's last (the final norm), in the same op.
 template <class Ops>
@@ -107,10 +121,8 @@ void layer_forward(Ops &ops, const Config &c, const LayerView &w, int layer, int
   ops.linear(w.qkv, b.x, b.qkv, rows, Act::None);
   ops.attention(layer, rows);
   ops.linear(w.out, b.att, b.y, rows, Act::None);
-  ops.add_norm(b.x, b.y, w.norm1, rows); // x = LayerNorm1(x + a)
-  ops.linear(w.ff1, b.x, b.hid, rows, c.activation);
-  ops.linear(w.ff2, b.hid, b.y, rows, Act::None);
-  ops.add_norm(b.x, b.y, w.norm2, rows, then); // x = LayerNorm2(x + W2 act(W1 x + b1) + b2)
+  ops.add_norm(b.x, b.y, w.norm1, rows);         // x = LayerNorm1(x + a)
+  ops.feed_forward(w, rows, c.activation, then); // x = LayerNorm2(x + W2 act(W1 x + b1) + b2)
 }
 
 // Feeds b.cur (p_t, t = b.params->t) through the network: b.o = the mixture parameters of

@@ -17,6 +17,7 @@
 #include "gpu_suite.h"
 #include "kernels/chunked_attention.h"
 #include "kernels/cuda_util.h"
+#include "kernels/feed_forward.h"
 #include "kernels/gemm_ref.h"
 #include "kernels/launch.h"
 #include "kernels/residual_layernorm.h"
@@ -602,27 +603,38 @@ TEST(CudaLayerNorm, TheShuffleReductionAgainstTheCpus) {
 
 namespace {
 
-// Two paths of the GPU over full rollouts of the small golden (GELU) and the MNIST size (ReLU),
-// sampled, scored and completed: the same images and log-likelihoods to the bit; scored as the
-// CPU backend within `cpu_bpd` bits/dim.
-void expect_same_rollouts(const On &a, const On &b, double cpu_bpd) {
-  const Model small = load_model(small_golden());
-  for (const Model *m : {&mnist(), &small}) {
-    SCOPED_TRACE(m == &small ? "small golden (GELU)" : "MNIST size (ReLU)");
+// Two paths of the GPU over full rollouts of the small golden (GELU; or the model `gelu`, where
+// given) and the MNIST size (ReLU), sampled, scored and completed: the same images and
+// log-likelihoods to the bit (where `bits`); scored as the CPU backend within `cpu_bpd` bits/dim;
+// the completions' known bytes kept.
+void expect_same_rollouts(const On &a, const On &b, double cpu_bpd, const Model *gelu = nullptr,
+                          bool bits = true) {
+  const Model small = gelu ? Model() : load_model(small_golden());
+  const Model *second = gelu ? gelu : &small;
+  for (const Model *m : {&mnist(), second}) {
+    SCOPED_TRACE(m == second ? "GELU (the small golden's shape)" : "MNIST size (ReLU)");
     const int n = 3, P = m == &mnist() ? mnist_positions() : -1;
     const Outcome sampled = run_on(a, *m, n, 13, nullptr, nullptr, 0, P);
-    EXPECT_EQ(sampled.images, run_on(b, *m, n, 13, nullptr, nullptr, 0, P).images);
+    if (bits)
+      EXPECT_EQ(sampled.images, run_on(b, *m, n, 13, nullptr, nullptr, 0, P).images);
     const uint8_t *images = sampled.images.data();
     const Outcome scored = run_on(a, *m, n, 0, images, nullptr, 0, P);
-    EXPECT_EQ(scored.log_prob, run_on(b, *m, n, 0, images, nullptr, 0, P).log_prob);
+    if (bits)
+      EXPECT_EQ(scored.log_prob, run_on(b, *m, n, 0, images, nullptr, 0, P).log_prob);
     On cpu = on(Device::Cpu, n, true, a.run.precision, a.run.state);
     const Outcome on_cpu = run_on(cpu, *m, n, 0, images, nullptr, 0, P);
     for (int r = 0; r < n; ++r)
       EXPECT_NEAR(bpd(scored.log_prob[size_t(r)], m->config),
                   bpd(on_cpu.log_prob[size_t(r)], m->config), cpu_bpd);
     const std::vector<uint8_t> known = top_halves(m->config, n);
-    EXPECT_EQ(run_on(a, *m, n, 5, images, known.data(), 0, P).images,
-              run_on(b, *m, n, 5, images, known.data(), 0, P).images);
+    const std::vector<uint8_t> done = run_on(a, *m, n, 5, images, known.data(), 0, P).images;
+    if (bits)
+      EXPECT_EQ(done, run_on(b, *m, n, 5, images, known.data(), 0, P).images);
+    const std::vector<uint8_t> ran = as_rolled(std::vector<uint8_t>(known.size(), 1), m->config, P);
+    for (size_t i = 0; i < known.size(); ++i)
+      if (known[i] && ran[i]) {
+        ASSERT_EQ(done[i], images[i]) << "completed: known byte " << i;
+      }
   }
 }
 
@@ -1017,4 +1029,140 @@ TEST(CudaBf16Outputs, QkvInBf16WithTheStateInChunksAsTheCpuBackend) {
     scores[*path != 0] = a.log_prob;
   }
   EXPECT_NE(scores[0], scores[1]);
+}
+
+namespace {
+
+// One layer's feed-forward block and LayerNorm on the device, random bf16 weights of d x f.
+struct FeedForwardCase {
+  int d, f, rows;
+  Act act;
+  bool then, copy_only; // a second norm (the final one) after it; x's bf16 copy alone written
+};
+
+// The unfused path as GpuOps runs it (bf16 GEMMs, inputs written by their kernels): the first
+// GEMM with its bf16 epilogue (ReLU) or bare, then bias_act and a rounding pass (GELU); the second
+// GEMM with its bias into y; then launch_layernorm_rows. Against launch_feed_forward_norm on the
+// same x and x16: the same fp32 x and bf16 copy to the bit on the emulated device (its tensor
+// cores sum as its cuBLASLt does), to the tensor cores' order of sums on a GPU.
+void expect_fused_as_unfused(const FeedForwardCase &k, Gemm &gemm, cudaStream_t s) {
+  SCOPED_TRACE(std::to_string(k.d) + " x " + std::to_string(k.f) + ", " + std::to_string(k.rows) +
+               " rows, " + (k.act == Act::Relu ? "relu" : "gelu") +
+               (k.then ? (k.copy_only ? ", then the final norm, its copy alone" : ", then") : ""));
+  const size_t n = size_t(k.rows) * k.d;
+  std::vector<float> x(n), b1(size_t(k.f)), b2(size_t(k.d)), nw(size_t(k.d)), nb(size_t(k.d));
+  std::vector<uint16_t> x16(n), w1(size_t(k.f) * k.d), w2(w1.size()), b1_16(b1.size());
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = std::sin(float(i) * 0.731f) * 2.0f + 0.25f;
+    x16[i] = bf16_bits(x[i]);
+  }
+  for (size_t i = 0; i < w1.size(); ++i) {
+    w1[i] = bf16_bits(std::cos(float(i) * 0.377f) / std::sqrt(float(k.d)));
+    w2[i] = bf16_bits(std::sin(float(i) * 0.519f + 1.0f) / std::sqrt(float(k.f)));
+  }
+  for (size_t j = 0; j < b1.size(); ++j) {
+    b1[j] = from_bf16(bf16_bits(0.05f * std::sin(float(j)))); // bf16 values, as bias_block's
+    b1_16[j] = bf16_bits(b1[j]);
+  }
+  for (size_t j = 0; j < b2.size(); ++j) {
+    b2[j] = from_bf16(bf16_bits(0.03f * std::cos(float(j))));
+    nw[j] = 1.0f + 0.01f * float(j % 7);
+    nb[j] = 0.02f * float(j % 5) - 0.04f;
+  }
+  const std::vector<float> tw(nw.rbegin(), nw.rend()), tb(nb.rbegin(), nb.rend());
+  DeviceArray<float> db1(b1), db2(b2), dnw(nw), dnb(nb), dtw(tw), dtb(tb),
+      hid(size_t(k.rows) * k.f), y(n), ux(x), fx(x);
+  DeviceArray<uint16_t> dw1(w1), dw2(w2), db1_16(b1_16), dx16(x16), hid16(size_t(k.rows) * k.f),
+      ux16(n), fx16(std::vector<uint16_t>(n, 0xffff));
+  if (k.act == Act::Relu) {
+    gemm.run(dw1.get(), db1_16.get(), k.act, dx16.get(), hid16.get(), k.d, k.f, k.rows,
+             Gemm::Output::Bf16);
+  } else {
+    gemm.run(dw1.get(), nullptr, Act::None, dx16.get(), hid.get(), k.d, k.f, k.rows);
+    launch_bias_act(hid.get(), db1.get(), k.rows, k.f, k.act, s);
+    launch_round_bf16(hid.get(), hid16.get(), size_t(k.rows) * k.f, s);
+  }
+  gemm.run(dw2.get(), db2.get(), Act::None, hid16.get(), y.get(), k.f, k.d, k.rows);
+  launch_layernorm_rows(ux.get(), y.get(), dnw.get(), dnb.get(), k.then ? dtw.get() : nullptr,
+                        k.then ? dtb.get() : nullptr, k.rows, k.d, k.copy_only ? nullptr : ux.get(),
+                        ux16.get(), s);
+  FeedForwardNorm ff;
+  ff.w1 = dw1.get();
+  ff.w2 = dw2.get();
+  ff.b1 = db1.get();
+  ff.b2 = db2.get();
+  ff.d_model = k.d;
+  ff.d_ff = k.f;
+  ff.act = k.act;
+  ff.norm_w = dnw.get();
+  ff.norm_b = dnb.get();
+  ff.then_w = k.then ? dtw.get() : nullptr;
+  ff.then_b = k.then ? dtb.get() : nullptr;
+  launch_feed_forward_norm(ff, fx.get(), dx16.get(), k.rows, k.copy_only ? nullptr : fx.get(),
+                           fx16.get(), s);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  const std::vector<float> want = ux.download(), got = fx.download();
+  const std::vector<uint16_t> want16 = ux16.download(), got16 = fx16.download();
+  if (emulated()) {
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(got16, want16);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) { // a hidden value's rounding may flip: an ulp of bf16 in y
+    ASSERT_NEAR(got[i], want[i], 2e-2) << "x " << i;
+    ASSERT_NEAR(from_bf16(got16[i]), from_bf16(want16[i]), 2e-2) << "x16 " << i;
+  }
+}
+
+} // namespace
+
+// The fused feed-forward kernel (kernels/feed_forward.cu, TARNN_FEED_FORWARD=fused) against the
+// unfused path's launches on random data: row counts below, at and past a block's 32 rows, ReLU
+// and GELU, with and without the final norm after it (and then its bf16 copy alone), each row
+// width's kernel (64, 256, 512) and hidden layers ending in a part of a chunk (176 = 128 + 48, 48).
+TEST(CudaFeedForward, KernelAsTheUnfusedPath) {
+  REQUIRE_CUDA_DEVICE();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  DeviceArray<char> workspace(size_t(32) << 20);
+  Gemm gemm(stream, workspace.get(), size_t(32) << 20, Gemm::Inputs::Bf16, true);
+  std::vector<FeedForwardCase> cases;
+  for (int rows : {1, 32, 45})
+    for (Act act : {Act::Relu, Act::Gelu})
+      for (int then : {0, 1, 2})
+        cases.push_back({64, 176, rows, act, then > 0, then == 2});
+  cases.push_back({256, 1024, 45, Act::Relu, false, false}); // the MNIST shape
+  cases.push_back({256, 1024, 45, Act::Gelu, true, true});
+  cases.push_back({512, 48, 37, Act::Gelu, true, false});
+  for (const FeedForwardCase &k : cases) {
+    gemm.prepare(k.d, k.f, k.act, Gemm::Output::Bf16);
+    gemm.prepare(k.d, k.f, Act::None);
+    gemm.prepare(k.f, k.d, Act::None);
+    expect_fused_as_unfused(k, gemm, stream);
+  }
+  cudaStreamDestroy(stream);
+}
+
+// Whole rollouts with TARNN_FEED_FORWARD=fused against the unfused path, in the lease's
+// configuration (bf16 GEMMs, the fp16 state in chunks of 6): the MNIST size (ReLU) and a GELU
+// model of the small golden's shape (d_ff 32: the small golden's 24 is refused), sampled, scored
+// and completed, the same images and log-likelihoods to the bit on the emulated device; scored as
+// the CPU backend within CudaBf16's 1e-3 bits/dim, the known bytes kept (on a GPU, where the tensor
+// cores sum in their own order, that alone); and the same images for batches of 1 and 4.
+TEST(CudaFeedForward, RolloutsAsTheUnfusedPath) {
+  REQUIRE_CUDA_DEVICE();
+  const StateChunk six("6");
+  Config gc = load_model(small_golden()).config;
+  gc.d_ff = 32;
+  const Model gelu = random_model(gc, 5);
+  const On unfused = on(Device::Cuda, 0, true, Precision::Bf16, StateFormat::Fp16);
+  On fused = unfused;
+  fused.knobs.set("feed_forward", "fused");
+  expect_same_rollouts(fused, unfused, 1e-3, &gelu, emulated());
+  // a row's result is its own whatever else the block holds (the GELU model: 39 positions, not 783)
+  On one = on(Device::Cuda, 1, true, Precision::Bf16, StateFormat::Fp16), four = one;
+  four.run.batch = 4;
+  one.knobs.set("feed_forward", "fused");
+  four.knobs.set("feed_forward", "fused");
+  EXPECT_EQ(run_on(one, gelu, 4, 13).images, run_on(four, gelu, 4, 13).images);
 }

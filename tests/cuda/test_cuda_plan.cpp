@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/chunked_attention.h"
+#include "kernels/feed_forward.h"
 #include "kernels/linear_attention.h"
 #include "src/cuda/plan.h"
 #include "src/cuda/twin_ops.h"
@@ -113,6 +114,22 @@ TEST(CudaPlan, ChunkedStateCountsItsBuffer) {
   EXPECT_EQ(l.state_chunk, 4);
   EXPECT_EQ(l.state_bytes, size_t(7) * 163840);
   EXPECT_EQ(state_bytes_per_image(c, StateFormat::Fp32) - 64 * (4096 + 128), 49152);
+}
+
+// The fused feed-forward (TARNN_FEED_FORWARD=fused) asks no device memory an image beyond the
+// unfused path's (the plan's bytes an image are the same): its hidden layer lives in a block's
+// shared memory, 32 images a block whatever the batch: 40,960 bytes at the MNIST shape (under
+// CUDA's 48 KB default), 65,536 at the widest row it takes, within what every device of the build
+// lets a block ask (sm_86's 99 KB); wider rows, or shapes off the tensor cores' tiles, refused.
+TEST(CudaPlan, FusedFeedForwardSharedMemoryIsPerBlock) {
+  const Config c = Config::mnist();
+  EXPECT_EQ(feed_forward_shared_bytes(c.d_model), size_t(40960));
+  EXPECT_EQ(feed_forward_shared_bytes(kFeedForwardWidest), size_t(65536));
+  EXPECT_LE(feed_forward_shared_bytes(kFeedForwardWidest), kSharedMemoryEveryDevice);
+  EXPECT_EQ(feed_forward_refusal(c.d_model, c.d_ff), "");
+  EXPECT_EQ(feed_forward_refusal(16, 24), "d_model and d_ff multiples of 16 (the tensor cores' "
+                                          "tiles); this model's are 16 and 24");
+  EXPECT_EQ(feed_forward_refusal(528, 1024), "d_model at most 512; this model's is 528");
 }
 
 TEST(CudaPlan, AutomaticBatchIsWhatFits) {

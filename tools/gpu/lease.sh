@@ -84,9 +84,12 @@ MAPS="elu+1 relu random_fourier smoothed_random_fourier favor generalized_random
 # point c; TARNN_STATE_CHUNK=6: the state's write deferred over chunks of 6 positions, the chunk's
 # buffer in the state's 16 bits (issue 41, point 3), beside the state written every position;
 # TARNN_BF16_OUTPUTS=fp32: q, k and v written in fp32 by their bf16 GEMM, as before issue 41's bf16
-# outputs (docs/CUDA.md, "The byte budget of a step").
+# outputs; TARNN_FEED_FORWARD=fused (with TARNN_STATE_CHUNK=6): the feed-forward block and its
+# LayerNorm in one kernel (docs/CUDA.md, "The byte budget of a step"). Settings of one entry are
+# comma-separated.
 BENCH_PATHS=("" "bf16-elu+1:TARNN_BF16_INPUTS=rounded" "bf16-elu+1:TARNN_LAYERNORM=passes"
-  "bf16-elu+1-fp16:TARNN_STATE_CHUNK=6" "bf16-elu+1:TARNN_BF16_OUTPUTS=fp32")
+  "bf16-elu+1-fp16:TARNN_STATE_CHUNK=6" "bf16-elu+1:TARNN_BF16_OUTPUTS=fp32"
+  "bf16-elu+1-fp16:TARNN_STATE_CHUNK=6,TARNN_FEED_FORWARD=fused")
 NCU_METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
 NCU_METRICS+=,sm__throughput.avg.pct_of_peak_sustained_elapsed
 NCU_METRICS+=,dram__throughput.avg.pct_of_peak_sustained_elapsed
@@ -782,8 +785,10 @@ bench_one() {
       [ "$4" = auto ] && batch=(--batch 0 --steps 100)
       if [ "$1" != elu+1 ] && [ -z "$DRY" ] && [ ! -f "$L/maps/$1/model.safetensors" ]; then
         echo "no $L/maps/$1 (the maps step did not make it)" >"$L/b.err"
-      else # shellcheck disable=SC2086
-        bounded $cap env ${5:-} "$T" bench --device cuda "${model[@]}" "${batch[@]}" \
+      else
+        local settings=${5:-} # comma-separated (BENCH_PATHS)
+        # shellcheck disable=SC2086
+        bounded $cap env ${settings//,/ } "$T" bench --device cuda "${model[@]}" "${batch[@]}" \
           --precision "$2" --state "$3" --quiet --json-file "$L/b.json" 2>"$L/b.err" | tail -1
       fi ;;
     sample) # the wall time and peak memory of the whole command, start and PNG included
