@@ -49,6 +49,11 @@ void launch_layernorm_rows(const float *x, const float *y, const float *w, const
 // (bf16), each where not null; out may be x and out16 x16 (a block reads its rows first)
 void launch_feed_forward_norm(const FeedForwardNorm &f, const float *x, const uint16_t *x16,
                               int rows, float *out, uint16_t *out16, cudaStream_t s);
+// What follows the attention in a layer, in one kernel (feed_forward.h, f.wo set): x1 =
+// LayerNorm1(x + att16 Wo^T + bo), then the feed-forward and LayerNorm2 over x1 as above; att16
+// [rows, d_model] the attention's bf16 output; out may be x and out16 att16
+void launch_after_attention(const FeedForwardNorm &f, const float *x, const uint16_t *att16,
+                            int rows, float *out, uint16_t *out16, cudaStream_t s);
 void launch_sample_bytes(const float *o, int K, const uint8_t *given, const uint8_t *known, int T,
                          uint8_t *cur, uint8_t *out, double *log_prob, const StepParams *p,
                          int rows, cudaStream_t s);

@@ -232,29 +232,33 @@ CudaLayerNorm layernorm_path(const Knobs &k) {
 
 // The feed-forward block and its LayerNorm: the two GEMMs, then the LayerNorm (the engine's, until
 // a lease has measured both), or one kernel of tensor-core tiles with the hidden layer kept on chip
-// (kernels/feed_forward.h; the knob "feed_forward": TARNN_FEED_FORWARD=fused), for bf16 GEMMs.
-enum class CudaFeedForward { Unfused, Fused };
+// (kernels/feed_forward.h; the knob "feed_forward": TARNN_FEED_FORWARD=fused), or all that follows
+// the attention in one kernel: the out-projection, LayerNorm1, the feed-forward and LayerNorm2
+// (TARNN_FEED_FORWARD=layer), for bf16 GEMMs.
+enum class CudaFeedForward { Unfused, Fused, Layer };
 
 CudaFeedForward feed_forward_path(const Knobs &k) {
   return knob_path(k, "feed_forward", "TARNN_FEED_FORWARD", "a feed-forward path",
-                   CudaFeedForward::Unfused, {{"fused", CudaFeedForward::Fused}});
+                   CudaFeedForward::Unfused,
+                   {{"fused", CudaFeedForward::Fused}, {"layer", CudaFeedForward::Layer}});
 }
 
 // The fused path asked for where it cannot run is an error, not a silent fallback: bf16 GEMMs, the
 // row LayerNorm (its code is the kernel's), a shape the kernel takes (whose shared memory every
 // device has: feed_forward.h).
-void check_fused_feed_forward(const Config &c, Precision p, CudaLayerNorm norm) {
-  const std::string knob = "TARNN_FEED_FORWARD=fused: ";
+void check_fused_feed_forward(const Config &c, Precision p, CudaLayerNorm norm,
+                              CudaFeedForward ff) {
+  const bool layer = ff == CudaFeedForward::Layer;
+  const std::string knob = layer ? "TARNN_FEED_FORWARD=layer: the layer's kernel"
+                                 : "TARNN_FEED_FORWARD=fused: the fused feed-forward";
   if (p != Precision::Bf16)
-    throw Error(knob +
-                "the fused feed-forward runs bf16 GEMMs (--precision bf16); this run's are " +
-                name(p));
+    throw Error(knob + " runs bf16 GEMMs (--precision bf16); this run's are " + name(p));
   if (norm == CudaLayerNorm::Passes)
-    throw Error(knob + "the fused feed-forward normalizes each row once; not with "
-                       "TARNN_LAYERNORM=passes");
-  const std::string refused = feed_forward_refusal(c.d_model, c.d_ff);
+    throw Error(knob + " normalizes each row once; not with TARNN_LAYERNORM=passes");
+  const std::string refused = layer ? after_attention_refusal(c.d_model, c.d_ff, c.d_attn())
+                                    : feed_forward_refusal(c.d_model, c.d_ff);
   if (!refused.empty())
-    throw Error(knob + "the fused feed-forward needs " + refused);
+    throw Error(knob + " needs " + refused);
 }
 
 // A stream and a cuBLAS handle on it. FP32 GEMMs by default (the same products as the CPU's to
@@ -654,30 +658,28 @@ public:
   // x = then(LayerNorm2(x + W2 act(W1 x + b1) + b2)): the ops' composition, or the fused kernel,
   // which reads x's bf16 copy and writes x and its copy as add_norm does.
   void feed_forward(const LayerView &w, int rows, Act act, const NormView *then) {
-    if (ff_ == CudaFeedForward::Unfused) {
+    if (ff_ != CudaFeedForward::Fused) {
       feed_forward_unfused(*this, w, rows, act, then);
       return;
     }
-    float *x = b_.x;
-    const uint16_t *x16 = bf16_of(x, size_t(rows) * c_.d_model);
-    wrote(x);
-    uint16_t *out16 = in_.written ? in_.x16 : nullptr; // x's copy for the bf16 GEMM after it
-    const bool copy_only = then && out16 && w_.predictor.precision == Precision::Bf16;
-    FeedForwardNorm f;
-    f.w1 = static_cast<const uint16_t *>(w.ff1.w);
-    f.w2 = static_cast<const uint16_t *>(w.ff2.w);
-    f.b1 = w.ff1.b;
-    f.b2 = w.ff2.b;
-    f.d_model = c_.d_model;
-    f.d_ff = c_.d_ff;
-    f.act = act;
-    f.norm_w = w.norm2.w;
-    f.norm_b = w.norm2.b;
-    f.then_w = then ? then->w : nullptr;
-    f.then_b = then ? then->b : nullptr;
-    launch_feed_forward_norm(f, x, x16, rows, copy_only ? nullptr : x, out16, gpu_.stream);
-    if (out16)
-      copies_.x16 = x;
+    const uint16_t *x16 = bf16_of(b_.x, size_t(rows) * c_.d_model);
+    fused(feed_forward_of(w, act, then), x16, rows, then, &launch_feed_forward_norm);
+  }
+  // The out linear, LayerNorm1 and the feed-forward's: the ops' composition, or one kernel, which
+  // reads the attention's bf16 output (written by the attention where the GEMM would read it)
+  // and x, and writes x and its copy as add_norm does.
+  void after_attention(const LayerView &w, int rows, Act act, const NormView *then) {
+    if (ff_ != CudaFeedForward::Layer) {
+      after_attention_unfused(*this, w, rows, act, then);
+      return;
+    }
+    const uint16_t *att16 = bf16_of(b_.att, size_t(rows) * c_.d_model); // d_attn = d_model
+    FeedForwardNorm f = feed_forward_of(w, act, then);
+    f.wo = static_cast<const uint16_t *>(w.out.w);
+    f.bo = w.out.b;
+    f.norm1_w = w.norm1.w;
+    f.norm1_b = w.norm1.b;
+    fused(f, att16, rows, then, &launch_after_attention);
   }
   void sample(int rows) {
     launch_sample_bytes(b_.o, c_.mixtures, b_.given, b_.known, c_.bytes_per_image(), b_.cur, b_.out,
@@ -729,6 +731,36 @@ public:
   }
 
 private:
+  // The fused kernels' weights: the layer's feed-forward block and its norm (then where given).
+  FeedForwardNorm feed_forward_of(const LayerView &w, Act act, const NormView *then) const {
+    FeedForwardNorm f;
+    f.w1 = static_cast<const uint16_t *>(w.ff1.w);
+    f.w2 = static_cast<const uint16_t *>(w.ff2.w);
+    f.b1 = w.ff1.b;
+    f.b2 = w.ff2.b;
+    f.d_model = c_.d_model;
+    f.d_ff = c_.d_ff;
+    f.act = act;
+    f.norm_w = w.norm2.w;
+    f.norm_b = w.norm2.b;
+    f.then_w = then ? then->w : nullptr;
+    f.then_b = then ? then->b : nullptr;
+    return f;
+  }
+  // A fused kernel's launch over b.x from `in` (x16 or att16): x in fp32 but where the head alone
+  // reads it after the final norm, in bf16, and its copy, as add_norm writes them.
+  using FusedLaunch = void (*)(const FeedForwardNorm &, const float *, const uint16_t *, int,
+                               float *, uint16_t *, cudaStream_t);
+  void fused(const FeedForwardNorm &f, const uint16_t *in, int rows, const NormView *then,
+             FusedLaunch launch) {
+    float *x = b_.x;
+    wrote(x);
+    uint16_t *out16 = in_.written ? in_.x16 : nullptr; // x's copy for the bf16 GEMM after it
+    const bool copy_only = then && out16 && w_.predictor.precision == Precision::Bf16;
+    launch(f, x, in, rows, copy_only ? nullptr : x, out16, gpu_.stream);
+    if (out16)
+      copies_.x16 = x;
+  }
   // The bf16 form of x (n elements) for a GEMM: its current copy, else rounded into x16 by a pass.
   const uint16_t *bf16_of(const float *x, size_t n) {
     if (copies_.hid16 == x)
@@ -835,8 +867,8 @@ public:
         bf16_inputs_(bf16_inputs_path(k)), norm_(layernorm_path(k)), ff_(feed_forward_path(k)),
         gpu_((check_supported(m.config), gemm_inputs(o.precision)), gemm_path(k)),
         weights_(m.weights, o.precision) {
-    if (ff_ == CudaFeedForward::Fused)
-      check_fused_feed_forward(m.config, o.precision, norm_);
+    if (ff_ != CudaFeedForward::Unfused)
+      check_fused_feed_forward(m.config, o.precision, norm_, ff_);
     mark_bf16_outputs(weights_.view, m.config, bf16_outputs_path(k.get("bf16_outputs")));
     // every layer's GEMM algorithm chosen and checked at every batch size now, not at its first
     // call (gemm.h: Gemm::prepare)

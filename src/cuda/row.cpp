@@ -18,7 +18,7 @@ const BackendRow &cuda_row() {
       // "graph": "off" for plain launches (default "on": each step a CUDA graph); "gemm": cublas
       // or unfused (cuda_backend.cu: CudaGemm); "bf16_inputs": rounded (CudaBf16Inputs);
       // "layernorm": passes (CudaLayerNorm); "bf16_outputs": fp32 (forward.h: Bf16Outputs);
-      // "feed_forward": fused (CudaFeedForward)
+      // "feed_forward": fused, layer (CudaFeedForward)
       {"graph", "gemm", "bf16_inputs", "layernorm", "bf16_outputs", "feed_forward"},
       nullptr}; // the plugin libtarnn_cuda.so makes it
   return row;

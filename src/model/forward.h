@@ -11,6 +11,9 @@
 //   ops.feed_forward(w, rows, act, then) x = then(LayerNorm2(x + W2 act(W1 x + b1) + b2)): the
 //                                       layer's feed-forward block and its norm, as
 //                                       feed_forward_unfused composes it, or one op of its own
+//   ops.after_attention(w, rows, act, then) the layer's sublayers after the attention: x =
+//                                       LayerNorm1(x + att W_o^T + b_o), then ops.feed_forward's,
+//                                       as after_attention_unfused composes them, or one op
 //   ops.sample(rows)                    p_{t+1}: the given byte where known, else a draw
 //   ops.advance()                       t += 1
 //
@@ -112,6 +115,19 @@ void feed_forward_unfused(Ops &ops, const LayerView &w, int rows, Act act, const
   ops.add_norm(b.x, b.y, w.norm2, rows, then);
 }
 
+// What follows the attention in a layer, from the ops above: the out linear, x = LayerNorm1(x +
+// att W_o^T + b_o), then the feed-forward block and its norm (then `then`, where not null). Every
+// host backend's ops.after_attention, and the CPU twin of the CUDA kernel that does all of it
+// (kernels/feed_forward.h: launch_after_attention).
+template <class Ops>
+void after_attention_unfused(Ops &ops, const LayerView &w, int rows, Act act,
+                             const NormView *then) {
+  const StepBuffers &b = ops.buffers();
+  ops.linear(w.out, b.att, b.y, rows, Act::None);
+  ops.add_norm(b.x, b.y, w.norm1, rows); // x = LayerNorm1(x + a)
+  ops.feed_forward(w, rows, act, then);  // x = LayerNorm2(x + W2 act(W1 x + b1) + b2)
+}
+
 // One post-norm layer (SPEC section 1) over `rows` rows of b.x, in place; then, where not null, a
 // LayerNorm after the layer's last (the final norm), in the same op.
 template <class Ops>
@@ -120,9 +136,7 @@ void layer_forward(Ops &ops, const Config &c, const LayerView &w, int layer, int
   const StepBuffers &b = ops.buffers();
   ops.linear(w.qkv, b.x, b.qkv, rows, Act::None);
   ops.attention(layer, rows);
-  ops.linear(w.out, b.att, b.y, rows, Act::None);
-  ops.add_norm(b.x, b.y, w.norm1, rows);         // x = LayerNorm1(x + a)
-  ops.feed_forward(w, rows, c.activation, then); // x = LayerNorm2(x + W2 act(W1 x + b1) + b2)
+  ops.after_attention(w, rows, c.activation, then);
 }
 
 // Feeds b.cur (p_t, t = b.params->t) through the network: b.o = the mixture parameters of

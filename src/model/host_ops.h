@@ -5,7 +5,8 @@
 // Two policies make a backend's host ops:
 //   Kernels  linear(l, x, y, rows, act)        y = act(x W^T + b), the backend's GEMM
 //            add_norm(x, y, w, b, rows, n)     x = LayerNorm(x + y), in the instruction set it has
-//            (forward.h's feed_forward is their composition, feed_forward_unfused, on every host)
+//            (forward.h's feed_forward and after_attention are their compositions,
+//            feed_forward_unfused and after_attention_unfused, on every host)
 //   Derived  attention(layer, rows)            the attention form and its memory (CRTP: no
 //                                              virtual calls), and any op it runs its own way
 #pragma once
@@ -47,6 +48,9 @@ public:
   // the linears and add_norm of the backend (Derived's, where it has its own)
   void feed_forward(const LayerView &w, int rows, Act act, const NormView *then = nullptr) {
     feed_forward_unfused(static_cast<Derived &>(*this), w, rows, act, then);
+  }
+  void after_attention(const LayerView &w, int rows, Act act, const NormView *then = nullptr) {
+    after_attention_unfused(static_cast<Derived &>(*this), w, rows, act, then);
   }
   void sample(int rows) {
     sample_bytes_cpu(b_.o, c_.mixtures, b_.given, b_.known, c_.bytes_per_image(), b_.cur, b_.out,

@@ -76,9 +76,12 @@ j['emulated_kernels'][0]['launches_per_step'] > 0" && ok || bad "bench's JSON on
     TARNN_LAYERNORM=fused "$TARNN" bench --device cuda --model "$SMALL" --batch 4 --steps 2 >"$work/out" 2>"$work/err"
     [ $? -ne 0 ] && [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q "TARNN_LAYERNORM=fused: not a LayerNorm path" "$work/err" &&
       ok || bad "TARNN_LAYERNORM=fused: $(cat "$work/err")"
-    # the feed-forward block fused (TARNN_FEED_FORWARD=fused, bf16 GEMMs): another value, another
-    # precision or a model it cannot take (the small golden's d_ff 24) is a one-line error
-    for bad_ff in "TARNN_FEED_FORWARD=on:--precision bf16:TARNN_FEED_FORWARD=on: not a feed-forward path (fused; unset: the engine's)" \
+    # the feed-forward block fused (TARNN_FEED_FORWARD=fused, bf16 GEMMs) or all after the attention
+    # (=layer): another value, another precision or a model it cannot take (the small golden's
+    # d_ff 24) is a one-line error
+    for bad_ff in "TARNN_FEED_FORWARD=on:--precision bf16:TARNN_FEED_FORWARD=on: not a feed-forward path (fused, layer; unset: the engine's)" \
+      "TARNN_FEED_FORWARD=layer:--precision fp32:TARNN_FEED_FORWARD=layer: the layer's kernel runs bf16 GEMMs (--precision bf16); this run's are fp32" \
+      "TARNN_FEED_FORWARD=layer:--precision bf16:TARNN_FEED_FORWARD=layer: the layer's kernel needs d_model and d_ff multiples of 16 (the tensor cores' tiles); this model's are 16 and 24" \
       "TARNN_FEED_FORWARD=fused:--precision fp32:TARNN_FEED_FORWARD=fused: the fused feed-forward runs bf16 GEMMs (--precision bf16); this run's are fp32" \
       "TARNN_FEED_FORWARD=fused:--precision bf16:TARNN_FEED_FORWARD=fused: the fused feed-forward needs d_model and d_ff multiples of 16 (the tensor cores' tiles); this model's are 16 and 24"; do
       IFS=: read -r setting flags want <<<"$bad_ff"

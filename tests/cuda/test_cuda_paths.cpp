@@ -607,20 +607,28 @@ namespace {
 // given) and the MNIST size (ReLU), sampled, scored and completed: the same images and
 // log-likelihoods to the bit (where `bits`); scored as the CPU backend within `cpu_bpd` bits/dim;
 // the completions' known bytes kept.
-void expect_same_rollouts(const On &a, const On &b, double cpu_bpd, const Model *gelu = nullptr,
-                          bool bits = true) {
+void expect_same_rollouts(const std::vector<On> &paths, const On &b, double cpu_bpd,
+                          const Model *gelu = nullptr, bool bits = true) {
   const Model small = gelu ? Model() : load_model(small_golden());
   const Model *second = gelu ? gelu : &small;
+  const On &a = paths.front(); // the others: the same bits as a's (and b's) where bits
   for (const Model *m : {&mnist(), second}) {
     SCOPED_TRACE(m == second ? "GELU (the small golden's shape)" : "MNIST size (ReLU)");
     const int n = 3, P = m == &mnist() ? mnist_positions() : -1;
+    auto same = [&](const auto &of, const auto &want) { // of(path) for each other path
+      if (!bits)
+        return;
+      EXPECT_EQ(of(b), want);
+      for (size_t p = 1; p < paths.size(); ++p)
+        EXPECT_EQ(of(paths[p]), want) << "path " << p;
+    };
     const Outcome sampled = run_on(a, *m, n, 13, nullptr, nullptr, 0, P);
-    if (bits)
-      EXPECT_EQ(sampled.images, run_on(b, *m, n, 13, nullptr, nullptr, 0, P).images);
+    same([&](const On &o) { return run_on(o, *m, n, 13, nullptr, nullptr, 0, P).images; },
+         sampled.images);
     const uint8_t *images = sampled.images.data();
     const Outcome scored = run_on(a, *m, n, 0, images, nullptr, 0, P);
-    if (bits)
-      EXPECT_EQ(scored.log_prob, run_on(b, *m, n, 0, images, nullptr, 0, P).log_prob);
+    same([&](const On &o) { return run_on(o, *m, n, 0, images, nullptr, 0, P).log_prob; },
+         scored.log_prob);
     On cpu = on(Device::Cpu, n, true, a.run.precision, a.run.state);
     const Outcome on_cpu = run_on(cpu, *m, n, 0, images, nullptr, 0, P);
     for (int r = 0; r < n; ++r)
@@ -628,14 +636,18 @@ void expect_same_rollouts(const On &a, const On &b, double cpu_bpd, const Model 
                   bpd(on_cpu.log_prob[size_t(r)], m->config), cpu_bpd);
     const std::vector<uint8_t> known = top_halves(m->config, n);
     const std::vector<uint8_t> done = run_on(a, *m, n, 5, images, known.data(), 0, P).images;
-    if (bits)
-      EXPECT_EQ(done, run_on(b, *m, n, 5, images, known.data(), 0, P).images);
+    same([&](const On &o) { return run_on(o, *m, n, 5, images, known.data(), 0, P).images; }, done);
     const std::vector<uint8_t> ran = as_rolled(std::vector<uint8_t>(known.size(), 1), m->config, P);
     for (size_t i = 0; i < known.size(); ++i)
       if (known[i] && ran[i]) {
         ASSERT_EQ(done[i], images[i]) << "completed: known byte " << i;
       }
   }
+}
+
+void expect_same_rollouts(const On &a, const On &b, double cpu_bpd, const Model *gelu = nullptr,
+                          bool bits = true) {
+  expect_same_rollouts(std::vector<On>{a}, b, cpu_bpd, gelu, bits);
 }
 
 } // namespace
@@ -1038,6 +1050,27 @@ struct FeedForwardCase {
   int d, f, rows;
   Act act;
   bool then, copy_only; // a second norm (the final one) after it; x's bf16 copy alone written
+  bool out = false;     // the out-projection and LayerNorm1 before it (launch_after_attention)
+};
+
+// The out-projection's operands of a case: att16 [rows, d] and Wo [d, d] in bf16, bo (bf16 values)
+// and LayerNorm1's weights.
+struct OutProjection {
+  std::vector<uint16_t> att16, wo;
+  std::vector<float> bo, nw, nb;
+  explicit OutProjection(const FeedForwardCase &k)
+      : att16(size_t(k.rows) * k.d), wo(size_t(k.d) * k.d), bo(size_t(k.d)), nw(bo.size()),
+        nb(bo.size()) {
+    for (size_t i = 0; i < att16.size(); ++i)
+      att16[i] = bf16_bits(std::cos(float(i) * 0.613f) * 0.8f);
+    for (size_t i = 0; i < wo.size(); ++i)
+      wo[i] = bf16_bits(std::sin(float(i) * 0.291f + 0.5f) / std::sqrt(float(k.d)));
+    for (size_t j = 0; j < bo.size(); ++j) {
+      bo[j] = from_bf16(bf16_bits(0.04f * std::sin(float(j) * 1.3f)));
+      nw[j] = 1.0f - 0.01f * float(j % 3);
+      nb[j] = 0.01f * float(j % 4);
+    }
+  }
 };
 
 // The unfused path as GpuOps runs it (bf16 GEMMs, inputs written by their kernels): the first
@@ -1048,7 +1081,8 @@ struct FeedForwardCase {
 void expect_fused_as_unfused(const FeedForwardCase &k, Gemm &gemm, cudaStream_t s) {
   SCOPED_TRACE(std::to_string(k.d) + " x " + std::to_string(k.f) + ", " + std::to_string(k.rows) +
                " rows, " + (k.act == Act::Relu ? "relu" : "gelu") +
-               (k.then ? (k.copy_only ? ", then the final norm, its copy alone" : ", then") : ""));
+               (k.then ? (k.copy_only ? ", then the final norm, its copy alone" : ", then") : "") +
+               (k.out ? ", the out-projection first" : ""));
   const size_t n = size_t(k.rows) * k.d;
   std::vector<float> x(n), b1(size_t(k.f)), b2(size_t(k.d)), nw(size_t(k.d)), nb(size_t(k.d));
   std::vector<uint16_t> x16(n), w1(size_t(k.f) * k.d), w2(w1.size()), b1_16(b1.size());
@@ -1074,6 +1108,14 @@ void expect_fused_as_unfused(const FeedForwardCase &k, Gemm &gemm, cudaStream_t 
       hid(size_t(k.rows) * k.f), y(n), ux(x), fx(x);
   DeviceArray<uint16_t> dw1(w1), dw2(w2), db1_16(b1_16), dx16(x16), hid16(size_t(k.rows) * k.f),
       ux16(n), fx16(std::vector<uint16_t>(n, 0xffff));
+  const OutProjection o(k);
+  DeviceArray<uint16_t> datt(o.att16), dwo(o.wo);
+  DeviceArray<float> dbo(o.bo), dn1w(o.nw), dn1b(o.nb);
+  if (k.out) { // x = LayerNorm1(x + att16 Wo^T + bo), and its copy: the feed-forward's input
+    gemm.run(dwo.get(), dbo.get(), Act::None, datt.get(), y.get(), k.d, k.d, k.rows);
+    launch_layernorm_rows(ux.get(), y.get(), dn1w.get(), dn1b.get(), nullptr, nullptr, k.rows, k.d,
+                          ux.get(), dx16.get(), s);
+  }
   if (k.act == Act::Relu) {
     gemm.run(dw1.get(), db1_16.get(), k.act, dx16.get(), hid16.get(), k.d, k.f, k.rows,
              Gemm::Output::Bf16);
@@ -1098,10 +1140,20 @@ void expect_fused_as_unfused(const FeedForwardCase &k, Gemm &gemm, cudaStream_t 
   ff.norm_b = dnb.get();
   ff.then_w = k.then ? dtw.get() : nullptr;
   ff.then_b = k.then ? dtb.get() : nullptr;
-  launch_feed_forward_norm(ff, fx.get(), dx16.get(), k.rows, k.copy_only ? nullptr : fx.get(),
+  if (k.out) {
+    ff.wo = dwo.get();
+    ff.bo = dbo.get();
+    ff.norm1_w = dn1w.get();
+    ff.norm1_b = dn1b.get();
+    launch_after_attention(ff, fx.get(), datt.get(), k.rows, k.copy_only ? nullptr : fx.get(),
                            fx16.get(), s);
+  } else {
+    launch_feed_forward_norm(ff, fx.get(), dx16.get(), k.rows, k.copy_only ? nullptr : fx.get(),
+                             fx16.get(), s);
+  }
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  const std::vector<float> want = ux.download(), got = fx.download();
+  // the copy alone: x is not written (the unfused path's holds LayerNorm1's x1, read by no one)
+  const std::vector<float> want = k.out && k.copy_only ? x : ux.download(), got = fx.download();
   const std::vector<uint16_t> want16 = ux16.download(), got16 = fx16.download();
   if (emulated()) {
     EXPECT_EQ(got, want);
@@ -1119,7 +1171,9 @@ void expect_fused_as_unfused(const FeedForwardCase &k, Gemm &gemm, cudaStream_t 
 // The fused feed-forward kernel (kernels/feed_forward.cu, TARNN_FEED_FORWARD=fused) against the
 // unfused path's launches on random data: row counts below, at and past a block's 32 rows, ReLU
 // and GELU, with and without the final norm after it (and then its bf16 copy alone), each row
-// width's kernel (64, 256, 512) and hidden layers ending in a part of a chunk (176 = 128 + 48, 48).
+// width's kernel (64, 256, 512) and hidden layers ending in a part of a chunk (176 = 128 + 48, 48);
+// and launch_after_attention (TARNN_FEED_FORWARD=layer) against the out GEMM and
+// launch_layernorm_rows before the same.
 TEST(CudaFeedForward, KernelAsTheUnfusedPath) {
   REQUIRE_CUDA_DEVICE();
   cudaStream_t stream = nullptr;
@@ -1134,7 +1188,17 @@ TEST(CudaFeedForward, KernelAsTheUnfusedPath) {
   cases.push_back({256, 1024, 45, Act::Relu, false, false}); // the MNIST shape
   cases.push_back({256, 1024, 45, Act::Gelu, true, true});
   cases.push_back({512, 48, 37, Act::Gelu, true, false});
+  // with the out-projection and LayerNorm1 first (TARNN_FEED_FORWARD=layer): each width's kernel,
+  // the widest it takes (384)
+  for (int rows : {1, 45})
+    for (Act act : {Act::Relu, Act::Gelu})
+      for (int then : {0, 2})
+        cases.push_back({64, 176, rows, act, then > 0, then == 2, true});
+  cases.push_back({256, 1024, 45, Act::Gelu, true, true, true});
+  cases.push_back({384, 48, 37, Act::Relu, true, false, true});
   for (const FeedForwardCase &k : cases) {
+    if (k.out)
+      gemm.prepare(k.d, k.d, Act::None);
     gemm.prepare(k.d, k.f, k.act, Gemm::Output::Bf16);
     gemm.prepare(k.d, k.f, Act::None);
     gemm.prepare(k.f, k.d, Act::None);
@@ -1143,7 +1207,7 @@ TEST(CudaFeedForward, KernelAsTheUnfusedPath) {
   cudaStreamDestroy(stream);
 }
 
-// Whole rollouts with TARNN_FEED_FORWARD=fused against the unfused path, in the lease's
+// Whole rollouts with TARNN_FEED_FORWARD=fused and =layer against the unfused path, in the lease's
 // configuration (bf16 GEMMs, the fp16 state in chunks of 6): the MNIST size (ReLU) and a GELU
 // model of the small golden's shape (d_ff 32: the small golden's 24 is refused), sampled, scored
 // and completed, the same images and log-likelihoods to the bit on the emulated device; scored as
@@ -1154,15 +1218,20 @@ TEST(CudaFeedForward, RolloutsAsTheUnfusedPath) {
   const StateChunk six("6");
   Config gc = load_model(small_golden()).config;
   gc.d_ff = 32;
+  gc.n_heads = 2; // d_attn 16 = d_model, as TARNN_FEED_FORWARD=layer needs (the golden's 18 is
+  gc.d_head = 8;  // refused)
   const Model gelu = random_model(gc, 5);
   const On unfused = on(Device::Cuda, 0, true, Precision::Bf16, StateFormat::Fp16);
-  On fused = unfused;
+  On fused = unfused, layer = unfused;
   fused.knobs.set("feed_forward", "fused");
-  expect_same_rollouts(fused, unfused, 1e-3, &gelu, emulated());
+  layer.knobs.set("feed_forward", "layer");
+  expect_same_rollouts({fused, layer}, unfused, 1e-3, &gelu, emulated());
   // a row's result is its own whatever else the block holds (the GELU model: 39 positions, not 783)
-  On one = on(Device::Cuda, 1, true, Precision::Bf16, StateFormat::Fp16), four = one;
-  four.run.batch = 4;
-  one.knobs.set("feed_forward", "fused");
-  four.knobs.set("feed_forward", "fused");
-  EXPECT_EQ(run_on(one, gelu, 4, 13).images, run_on(four, gelu, 4, 13).images);
+  for (const char *path : {"fused", "layer"}) {
+    On one = on(Device::Cuda, 1, true, Precision::Bf16, StateFormat::Fp16), four = one;
+    four.run.batch = 4;
+    one.knobs.set("feed_forward", path);
+    four.knobs.set("feed_forward", path);
+    EXPECT_EQ(run_on(one, gelu, 4, 13).images, run_on(four, gelu, 4, 13).images) << path;
+  }
 }
