@@ -85,11 +85,13 @@ MAPS="elu+1 relu random_fourier smoothed_random_fourier favor generalized_random
 # buffer in the state's 16 bits (issue 41, point 3), beside the state written every position;
 # TARNN_BF16_OUTPUTS=fp32: q, k and v written in fp32 by their bf16 GEMM, as before issue 41's bf16
 # outputs; TARNN_FEED_FORWARD=fused (with TARNN_STATE_CHUNK=6): the feed-forward block and its
-# LayerNorm in one kernel (docs/CUDA.md, "The byte budget of a step"). Settings of one entry are
-# comma-separated.
+# LayerNorm in one kernel; TARNN_FEED_FORWARD=layer: all after the attention (the out-projection,
+# both LayerNorms, the feed-forward) in one (docs/CUDA.md, "The byte budget of a step"). Settings
+# of one entry are comma-separated.
 BENCH_PATHS=("" "bf16-elu+1:TARNN_BF16_INPUTS=rounded" "bf16-elu+1:TARNN_LAYERNORM=passes"
   "bf16-elu+1-fp16:TARNN_STATE_CHUNK=6" "bf16-elu+1:TARNN_BF16_OUTPUTS=fp32"
-  "bf16-elu+1-fp16:TARNN_STATE_CHUNK=6,TARNN_FEED_FORWARD=fused")
+  "bf16-elu+1-fp16:TARNN_STATE_CHUNK=6,TARNN_FEED_FORWARD=fused"
+  "bf16-elu+1-fp16:TARNN_STATE_CHUNK=6,TARNN_FEED_FORWARD=layer")
 NCU_METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
 NCU_METRICS+=,sm__throughput.avg.pct_of_peak_sustained_elapsed
 NCU_METRICS+=,dram__throughput.avg.pct_of_peak_sustained_elapsed
