@@ -83,7 +83,9 @@ bo=$(grep -cE "TARNN_BF16_OUTPUTS=fp32 [^ ]*tarnn bench --device cuda --shape mn
 [ "$(grep -c "TARNN_BF16_OUTPUTS" "$work/commands")" -eq "$bo" ] || bad "TARNN_BF16_OUTPUTS beyond bf16 with elu+1"
 ff=$(grep -cE "TARNN_STATE_CHUNK=6 TARNN_FEED_FORWARD=fused [^ ]*tarnn bench --device cuda --shape mnist --batch [^-]*(--steps 100 )?--precision bf16 --state fp16 " "$work/commands")
 [ "$ff" -eq 2 ] || bad "$ff runs of bf16 with the fp16 state, TARNN_STATE_CHUNK=6 and TARNN_FEED_FORWARD=fused"
-[ "$(grep -c "TARNN_FEED_FORWARD" "$work/commands")" -eq "$ff" ] || bad "TARNN_FEED_FORWARD beyond bf16 with elu+1 and the fp16 state"
+lay=$(grep -cE "TARNN_STATE_CHUNK=6 TARNN_FEED_FORWARD=layer [^ ]*tarnn bench --device cuda --shape mnist --batch [^-]*(--steps 100 )?--precision bf16 --state fp16 " "$work/commands")
+[ "$lay" -eq 2 ] || bad "$lay runs of bf16 with the fp16 state, TARNN_STATE_CHUNK=6 and TARNN_FEED_FORWARD=layer"
+[ "$(grep -c "TARNN_FEED_FORWARD" "$work/commands")" -eq $((ff + lay)) ] || bad "TARNN_FEED_FORWARD beyond bf16 with elu+1 and the fp16 state"
 
 # the timed steps refuse to run beside a trainer (a stand-in that lives until it is killed)
 mkdir -p "$work/lease2"
