@@ -1213,6 +1213,28 @@ TEST(CudaFeedForward, KernelAsTheUnfusedPath) {
 // scored and completed, the same images and log-likelihoods to the bit on the emulated device;
 // scored as the CPU backend within CudaBf16's 1e-3 bits/dim, the known bytes kept (on a GPU, where
 // the tensor cores sum in their own order, that alone); and the same images for batches of 1 and 4.
+namespace {
+
+// `m` with each LayerNorm's weights and biases its own (random_model's are all 1 and 0): a path
+// that takes one norm for another differs.
+Model with_distinct_norms(Model m) {
+  float v = 0.0f;
+  auto vary = [&](Norm &n) {
+    for (size_t i = 0; i < n.w.size(); ++i) {
+      n.w[i] = 1.0f + 0.25f * std::sin(v += 0.7f);
+      n.b[i] = 0.1f * std::cos(v += 0.3f);
+    }
+  };
+  for (LayerWeights &l : m.weights.layers) {
+    vary(l.norm1);
+    vary(l.norm2);
+  }
+  vary(m.weights.final_norm);
+  return m;
+}
+
+} // namespace
+
 TEST(CudaFeedForward, RolloutsAsTheUnfusedPath) {
   REQUIRE_CUDA_DEVICE();
   const StateChunk six("6");
@@ -1220,7 +1242,7 @@ TEST(CudaFeedForward, RolloutsAsTheUnfusedPath) {
   gc.d_ff = 32;
   gc.n_heads = 2; // d_attn 16 = d_model, as TARNN_FEED_FORWARD=layer needs (the golden's 18 is
   gc.d_head = 8;  // refused)
-  const Model gelu = random_model(gc, 5);
+  const Model gelu = with_distinct_norms(random_model(gc, 5)); // a norm taken for another shows
   const On unfused = on(Device::Cuda, 0, true, Precision::Bf16, StateFormat::Fp16);
   On fused = unfused, layer = unfused;
   fused.knobs.set("feed_forward", "fused");
