@@ -17,7 +17,7 @@
 // ascending into the same accumulators, x1 = LayerNorm1(x + (y + bo)) kept in fp32 in shared memory
 // (the residual of LayerNorm2, never written to device memory) and in bf16 as the feed-forward's
 // input; then the phases above, LayerNorm2 reading x1. Its CPU twin is model/forward.h's
-// sublayers_unfused: the out linear, add_norm, then the feed-forward.
+// after_attention_unfused: the out linear, add_norm, then the feed-forward.
 #pragma once
 
 #include <algorithm>

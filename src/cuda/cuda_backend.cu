@@ -639,21 +639,16 @@ public:
       copies_.x16 = b_.att; // att itself is not written
   }
   void add_norm(float *x, const float *y, NormView n, int rows, const NormView *then = nullptr) {
-    wrote(x);
-    uint16_t *x16 = in_.written ? in_.x16 : nullptr; // x's copy for the bf16 GEMM after it
+    const NormOut out = norm_out(x, then);
     const int d = c_.d_model;
     if (norm_ == CudaLayerNorm::Passes || d > kLayerNormRegisterWidth) {
-      launch_residual_layernorm(x, y, n.w, n.b, rows, d, gpu_.stream, x16);
+      launch_residual_layernorm(x, y, n.w, n.b, rows, d, gpu_.stream, out.x16);
       if (then)
-        launch_residual_layernorm(x, nullptr, then->w, then->b, rows, d, gpu_.stream, x16);
+        launch_residual_layernorm(x, nullptr, then->w, then->b, rows, d, gpu_.stream, out.x16);
     } else {
-      // after the final norm x's one reader is the head: its copy alone where that reads bf16
-      const bool copy_only = then && x16 && w_.predictor.precision == Precision::Bf16;
       launch_layernorm_rows(x, y, n.w, n.b, then ? then->w : nullptr, then ? then->b : nullptr,
-                            rows, d, copy_only ? nullptr : x, x16, gpu_.stream);
+                            rows, d, out.x, out.x16, gpu_.stream);
     }
-    if (x16)
-      copies_.x16 = x;
   }
   // x = then(LayerNorm2(x + W2 act(W1 x + b1) + b2)): the ops' composition, or the fused kernel,
   // which reads x's bf16 copy and writes x and its copy as add_norm does.
@@ -747,19 +742,28 @@ private:
     f.then_b = then ? then->b : nullptr;
     return f;
   }
-  // A fused kernel's launch over b.x from `in` (x16 or att16): x in fp32 but where the head alone
-  // reads it after the final norm, in bf16, and its copy, as add_norm writes them.
+  // Where a LayerNorm of x writes (add_norm's, the fused kernels'): x in fp32, or null where after
+  // the final norm x's one reader is the head and that reads bf16; x's copy for the bf16 GEMM after
+  // it, or null where the kernels do not write GEMM inputs. The copy is x's current one from now.
+  struct NormOut {
+    float *x;
+    uint16_t *x16;
+  };
+  NormOut norm_out(float *x, const NormView *then) {
+    wrote(x);
+    uint16_t *x16 = in_.written ? in_.x16 : nullptr;
+    if (x16)
+      copies_.x16 = x;
+    const bool copy_only = then && x16 && w_.predictor.precision == Precision::Bf16;
+    return {copy_only ? nullptr : x, x16};
+  }
+  // A fused kernel's launch over b.x from `in` (x16 or att16), writing as add_norm does.
   using FusedLaunch = void (*)(const FeedForwardNorm &, const float *, const uint16_t *, int,
                                float *, uint16_t *, cudaStream_t);
   void fused(const FeedForwardNorm &f, const uint16_t *in, int rows, const NormView *then,
              FusedLaunch launch) {
-    float *x = b_.x;
-    wrote(x);
-    uint16_t *out16 = in_.written ? in_.x16 : nullptr; // x's copy for the bf16 GEMM after it
-    const bool copy_only = then && out16 && w_.predictor.precision == Precision::Bf16;
-    launch(f, x, in, rows, copy_only ? nullptr : x, out16, gpu_.stream);
-    if (out16)
-      copies_.x16 = x;
+    const NormOut out = norm_out(b_.x, then);
+    launch(f, b_.x, in, rows, out.x, out.x16, gpu_.stream);
   }
   // The bf16 form of x (n elements) for a GEMM: its current copy, else rounded into x16 by a pass.
   const uint16_t *bf16_of(const float *x, size_t n) {

@@ -125,14 +125,13 @@ TEST(CudaPlan, FusedFeedForwardSharedMemoryIsPerBlock) {
   const Config c = Config::mnist();
   EXPECT_EQ(feed_forward_shared_bytes(c.d_model), size_t(40960));
   EXPECT_EQ(feed_forward_shared_bytes(kFeedForwardWidest), size_t(65536));
-  EXPECT_LE(feed_forward_shared_bytes(kFeedForwardWidest), kSharedMemoryEveryDevice);
+  // (that the widest fits every device is feed_forward.h's static_asserts: the build's check)
   EXPECT_EQ(feed_forward_refusal(c.d_model, c.d_ff), "");
   EXPECT_EQ(feed_forward_refusal(16, 24), "d_model and d_ff multiples of 16 (the tensor cores' "
                                           "tiles); this model's are 16 and 24");
   EXPECT_EQ(feed_forward_refusal(528, 1024), "d_model at most 512; this model's is 528");
   // with the out-projection (TARNN_FEED_FORWARD=layer): x1's fp32 rows beside them
   EXPECT_EQ(after_attention_shared_bytes(c.d_model), size_t(40960 + 32768));
-  EXPECT_LE(after_attention_shared_bytes(kAfterAttentionWidest), kSharedMemoryEveryDevice);
   EXPECT_GT(after_attention_shared_bytes(kAfterAttentionWidest + 16), kSharedMemoryEveryDevice);
   EXPECT_EQ(after_attention_refusal(c.d_model, c.d_ff, c.d_attn()), "");
   EXPECT_EQ(after_attention_refusal(16, 24, 16), feed_forward_refusal(16, 24));

@@ -35,6 +35,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <type_traits>
 
 namespace tarnn_emu {
 
@@ -130,26 +131,20 @@ namespace tarnn_emu { // (not in nvcuda::wmma: no name there that the toolkit's 
 template <typename Use, typename Layout>
 using bf16_tile = nvcuda::wmma::fragment<Use, 16, 16, 16, __nv_bfloat16, Layout>;
 using float_tile = nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float>;
+template <typename Layout>
+constexpr bool kColumnMajor = std::is_same<Layout, nvcuda::wmma::col_major>::value;
 } // namespace tarnn_emu
 
 namespace nvcuda {
 namespace wmma {
 
-inline void load_matrix_sync(tarnn_emu::bf16_tile<matrix_a, row_major> &a, const __nv_bfloat16 *p,
+// (Templates over the tiles' layouts where the toolkit's header spells out each overload: the
+// same calls compile, for the fragments above alone.)
+template <typename Use, typename Layout>
+inline void load_matrix_sync(tarnn_emu::bf16_tile<Use, Layout> &a, const __nv_bfloat16 *p,
                              unsigned ldm) {
-  tarnn_emu::wmma_load("wmma::load_matrix_sync", a.x, p, ldm, false, false);
-}
-inline void load_matrix_sync(tarnn_emu::bf16_tile<matrix_a, col_major> &a, const __nv_bfloat16 *p,
-                             unsigned ldm) {
-  tarnn_emu::wmma_load("wmma::load_matrix_sync", a.x, p, ldm, true, false);
-}
-inline void load_matrix_sync(tarnn_emu::bf16_tile<matrix_b, row_major> &a, const __nv_bfloat16 *p,
-                             unsigned ldm) {
-  tarnn_emu::wmma_load("wmma::load_matrix_sync", a.x, p, ldm, false, false);
-}
-inline void load_matrix_sync(tarnn_emu::bf16_tile<matrix_b, col_major> &a, const __nv_bfloat16 *p,
-                             unsigned ldm) {
-  tarnn_emu::wmma_load("wmma::load_matrix_sync", a.x, p, ldm, true, false);
+  tarnn_emu::wmma_load("wmma::load_matrix_sync", a.x, p, ldm, tarnn_emu::kColumnMajor<Layout>,
+                       false);
 }
 inline void load_matrix_sync(tarnn_emu::float_tile &a, const float *p, unsigned ldm,
                              layout_t layout) {
@@ -162,25 +157,12 @@ inline void store_matrix_sync(float *p, const tarnn_emu::float_tile &a, unsigned
   tarnn_emu::wmma_store(p, a.x, ldm, layout == mem_col_major);
 }
 
-inline void mma_sync(tarnn_emu::float_tile &d, const tarnn_emu::bf16_tile<matrix_a, row_major> &a,
-                     const tarnn_emu::bf16_tile<matrix_b, col_major> &b,
+template <typename LayoutA, typename LayoutB>
+inline void mma_sync(tarnn_emu::float_tile &d, const tarnn_emu::bf16_tile<matrix_a, LayoutA> &a,
+                     const tarnn_emu::bf16_tile<matrix_b, LayoutB> &b,
                      const tarnn_emu::float_tile &c) {
-  tarnn_emu::wmma_mma(d.x, a.x, false, b.x, true, c.x);
-}
-inline void mma_sync(tarnn_emu::float_tile &d, const tarnn_emu::bf16_tile<matrix_a, col_major> &a,
-                     const tarnn_emu::bf16_tile<matrix_b, col_major> &b,
-                     const tarnn_emu::float_tile &c) {
-  tarnn_emu::wmma_mma(d.x, a.x, true, b.x, true, c.x);
-}
-inline void mma_sync(tarnn_emu::float_tile &d, const tarnn_emu::bf16_tile<matrix_a, row_major> &a,
-                     const tarnn_emu::bf16_tile<matrix_b, row_major> &b,
-                     const tarnn_emu::float_tile &c) {
-  tarnn_emu::wmma_mma(d.x, a.x, false, b.x, false, c.x);
-}
-inline void mma_sync(tarnn_emu::float_tile &d, const tarnn_emu::bf16_tile<matrix_a, col_major> &a,
-                     const tarnn_emu::bf16_tile<matrix_b, row_major> &b,
-                     const tarnn_emu::float_tile &c) {
-  tarnn_emu::wmma_mma(d.x, a.x, true, b.x, false, c.x);
+  tarnn_emu::wmma_mma(d.x, a.x, tarnn_emu::kColumnMajor<LayoutA>, b.x,
+                      tarnn_emu::kColumnMajor<LayoutB>, c.x);
 }
 
 } // namespace wmma
